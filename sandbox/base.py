@@ -1,0 +1,79 @@
+"""The sandbox seam: what the agent loop and the harness may ask of an isolation backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class SandboxError(Exception):
+    """Infrastructure failure of the sandbox itself (not a failing tool call)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The requested backend cannot run on this host (e.g. bubblewrap missing)."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits applied to everything run inside the sandbox."""
+
+    memory_bytes: int = 8 * 1024**3  # RLIMIT_AS
+    max_processes: int = 512  # RLIMIT_NPROC, counted inside the sandbox's user namespace
+    max_file_bytes: int = 1024**3  # RLIMIT_FSIZE
+    cpu_seconds: int = 3600  # RLIMIT_CPU, per process
+    max_output_chars: int = 30_000  # captured output per stream, after which it is cut
+    tmp_bytes: int = 1024**3  # size of the private /tmp tmpfs
+    default_timeout: float = 120.0  # Bash default (leaf-contract §3)
+    max_timeout: float = 1800.0  # ceiling on any single command
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of a harness command (`Sandbox.exec`)."""
+
+    exit_code: int | None  # None when killed on timeout
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    seconds: float = 0.0
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass
+class SandboxConfig:
+    """How a sandbox is built for one run."""
+
+    workspace: Path  # host path of the repository checkout, mounted read-write
+    private_dir: Path  # host path for HOME, the per-run venv and other run state (outside the diff)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    env: dict[str, str] = field(default_factory=dict)  # extra allow-listed variables
+    extra_ro_binds: list[Path] = field(default_factory=list)
+
+
+class Sandbox(Protocol):
+    """An isolated place to run the five tools and the harness's commands."""
+
+    workdir: str  # the workspace path as seen inside the sandbox
+
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def run_tool(self, name: str, args: dict[str, Any]) -> str:
+        """Run one of the five tools; tool failures come back as text, never raised."""
+        ...
+
+    def exec(self, command: str, *, network: bool = False,
+             timeout: float | None = None) -> ExecResult:
+        """Run a harness command (setup, tests) with `/bin/bash -lc` in the workdir."""
+        ...
+
+    def diff(self) -> str:
+        """`git add -A && git diff --cached --binary` of the workspace, computed outside."""
+        ...
