@@ -1,0 +1,60 @@
+"""`.github/frognano.yml`: a repository's own settings for the bot.
+
+The bot reads it from the default branch only (an issue author cannot change it
+in a fork or a branch). Every key is optional; a bad file gets an error that
+names the key and what is wrong, so it can be posted as a comment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_PATH = ".github/frognano.yml"
+
+
+class RepoConfigError(ValueError):
+    """The per-repo config file is invalid; the message is fit to show a maintainer."""
+
+
+class RepoConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test: str | None = Field(default=None, min_length=1,
+                             description="Command that runs the tests; autodetected if absent.")
+    setup: str | None = Field(default=None, min_length=1,
+                              description="Command run once with network before the agent, "
+                                          "e.g. to install dependencies into /frognano/venv.")
+    max_steps: int = Field(default=100, ge=1, le=1000)
+    max_attempts: int = Field(default=3, ge=1, le=20,
+                              description="Agent attempts: one, plus one per failed test run.")
+    timeout_minutes: float = Field(default=60, gt=0, le=24 * 60)
+    test_timeout_minutes: float = Field(default=15, gt=0, le=24 * 60)
+    protected_paths: tuple[str, ...] = Field(
+        default=(), description="Glob patterns of paths the bot must never change.")
+
+
+def parse_repo_config(text: str | None) -> RepoConfig:
+    """Parse the YAML text of the config file; None or an empty file gives the defaults."""
+    if text is None or not text.strip():
+        return RepoConfig()
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RepoConfigError(f"{CONFIG_PATH} is not valid YAML: {exc}") from None
+    if data is None:
+        return RepoConfig()
+    if not isinstance(data, dict):
+        raise RepoConfigError(
+            f"{CONFIG_PATH} must be a mapping of settings, not a {type(data).__name__}")
+    try:
+        return RepoConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            message = "unknown setting" if error["type"] == "extra_forbidden" else error["msg"]
+            problems.append(f"- `{where}`: {message}")
+        raise RepoConfigError(f"{CONFIG_PATH} is invalid:\n" + "\n".join(problems)) from None

@@ -1,0 +1,82 @@
+"""The `frognano` command: the composition root, and the only place that reads the environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+
+def _state_dir() -> Path:
+    base = os.environ.get("FROGNANO_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "frognano")
+    return Path(base)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="frognano",
+                                     description="Issues to draft pull requests with FrogNano.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    solve = commands.add_parser("solve", help="solve an issue in a local git repository")
+    solve.add_argument("path", type=Path, help="the local git repository")
+    issue = solve.add_mutually_exclusive_group(required=True)
+    issue.add_argument("--issue", help="the issue text")
+    issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
+    solve.add_argument("--test-cmd", help="test command (default: .github/frognano.yml, "
+                                          "then autodetected)")
+    solve.add_argument("--model", default=os.environ.get("FROGNANO_MODEL"),
+                       help="OpenAI-compatible server URL, GGUF path or scripted:FILE "
+                            "(default: $FROGNANO_MODEL)")
+    solve.add_argument("--max-steps", type=int, help="model turns in all (default 100)")
+    solve.add_argument("--max-attempts", type=int,
+                       help="agent attempts, one more per failed test run (default 3)")
+    solve.add_argument("--timeout-minutes", type=float, help="wall-time budget (default 60)")
+    solve.add_argument("--sandbox", choices=["bubblewrap", "unsafe-local"],
+                       default=os.environ.get("FROGNANO_SANDBOX", "bubblewrap"),
+                       help="isolation backend; unsafe-local is for development only")
+    solve.add_argument("--transcript", type=Path, help="where to write the JSONL transcript")
+    solve.add_argument("--seed", type=int, help="sampling seed, recorded in the transcript")
+    solve.add_argument("--keep-workspace", action="store_true",
+                       help="keep the private workspace for inspection")
+    return parser
+
+
+def _positive(parser: argparse.ArgumentParser, name: str, value: float | None) -> None:
+    if value is not None and value <= 0:
+        parser.error(f"{name} must be positive, not {value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    console = Console(stderr=False, highlight=False)
+    if args.command == "solve":
+        from frognano.solve_command import EXIT_BAD_INPUT, SolveOptions, run_solve
+
+        for name in ("max_steps", "max_attempts", "timeout_minutes"):
+            _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
+        if args.issue_file is not None:
+            try:
+                issue = args.issue_file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                console.print(f"[bold red]error:[/bold red] cannot read {args.issue_file}: {exc}")
+                return EXIT_BAD_INPUT
+        else:
+            issue = args.issue
+        options = SolveOptions(
+            path=args.path, issue=issue, state_dir=_state_dir(), test_cmd=args.test_cmd,
+            model=args.model, max_steps=args.max_steps, max_attempts=args.max_attempts,
+            timeout_minutes=args.timeout_minutes, sandbox=args.sandbox,
+            transcript=args.transcript, seed=args.seed, keep_workspace=args.keep_workspace,
+        )
+        return run_solve(options, console)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

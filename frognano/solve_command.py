@@ -1,0 +1,143 @@
+"""`frognano solve`: the agent core on a local repository, with no GitHub and no queue."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
+from frognano.models import ModelSpecError, build_model
+from frognano.progress import Progress
+from sandbox import open_sandbox
+from sandbox.base import SandboxConfig, SandboxError
+from workers.agent.harness import SolveLimits, SolveResult, solve
+from workers.agent.repo_tests import detect_test_command
+from workers.agent.transcript import Transcript
+from workers.gitops import GitError
+from workers.local_solve import (
+    LocalRepoError,
+    bring_back,
+    check_repository,
+    clone_workspace,
+    commit_on_branch,
+    slugify,
+    unique_branch,
+)
+from workers.models.base import Sampling
+
+EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """Something the user gave us cannot be used; shown as one clear message."""
+
+
+@dataclass
+class SolveOptions:
+    path: Path
+    issue: str
+    state_dir: Path
+    test_cmd: str | None = None
+    model: str | None = None
+    max_steps: int | None = None
+    max_attempts: int | None = None
+    timeout_minutes: float | None = None
+    sandbox: str = "bubblewrap"
+    transcript: Path | None = None
+    seed: int | None = None
+    keep_workspace: bool = False
+
+
+def run_solve(opts: SolveOptions, console: Console) -> int:
+    slug = slugify(opts.issue)
+    transcript_path = opts.transcript or (
+        opts.state_dir / "transcripts" / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}.jsonl")
+    run_dir = opts.state_dir / "work" / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+    with Transcript(transcript_path) as transcript:
+        try:
+            return _solve(opts, slug, run_dir, transcript, console)
+        except (BadInput, LocalRepoError, ModelSpecError, RepoConfigError) as exc:
+            transcript.write("result", exit_reason="bad_input", tests_passed=False,
+                             error=str(exc))
+            console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            return EXIT_BAD_INPUT
+        except (SandboxError, GitError) as exc:
+            transcript.write("result", exit_reason="infrastructure_error", tests_passed=False,
+                             error=str(exc))
+            console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            return EXIT_TESTS_FAILED
+        finally:
+            console.print(f"transcript: {transcript_path}", highlight=False)
+            if not opts.keep_workspace:
+                shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
+           console: Console) -> int:
+    if not opts.issue.strip():
+        raise BadInput("the issue text is empty")
+    repo = check_repository(opts.path.resolve())
+    model = build_model(opts.model, Sampling(seed=opts.seed))
+    workspace, private = run_dir / "workspace", run_dir / "private"
+    private.mkdir(parents=True)
+    base_commit = clone_workspace(repo, workspace)
+    config_file = workspace / CONFIG_PATH
+    config = parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
+                               if config_file.is_file() else None)
+    test_command = opts.test_cmd or config.test
+    if not test_command:
+        detected = detect_test_command(workspace)
+        if detected is None:
+            raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
+                           f"{CONFIG_PATH}; the harness needs the repository's tests to "
+                           "judge a fix")
+        test_command = detected.command
+    limits = SolveLimits(
+        max_steps=opts.max_steps or config.max_steps,
+        max_attempts=opts.max_attempts or config.max_attempts,
+        max_seconds=60 * (opts.timeout_minutes or config.timeout_minutes),
+        test_timeout=60 * config.test_timeout_minutes,
+    )
+    console.print(f"repository {repo} at {base_commit[:12]}; tests: `{test_command}`; "
+                  f"model {model.name}; sandbox {opts.sandbox}", highlight=False)
+    sandbox_config = SandboxConfig(workspace=workspace, private_dir=private)
+    with open_sandbox(opts.sandbox, sandbox_config) as sandbox, Progress(console) as progress:
+        result = solve(model, sandbox, opts.issue, test_command, transcript, limits=limits,
+                       setup_command=config.setup, on_event=progress.event)
+    _report(result, console)
+    if not result.tests_passed:
+        return EXIT_TESTS_FAILED
+    if not result.diff.strip():
+        console.print("The tests pass and nothing was changed: no branch created.")
+        return EXIT_OK
+    branch = unique_branch(repo, slug)
+    first_line = opts.issue.strip().splitlines()[0][:72]
+    commit = commit_on_branch(workspace, branch, f"{first_line}\n\nMade by frognano solve; "
+                              f"the harness ran `{test_command}` and it passed.")
+    bring_back(repo, workspace, branch)
+    console.print(f"[bold green]committed[/bold green] {commit[:12]} on branch {branch} "
+                  "(your current branch is untouched)", highlight=False)
+    return EXIT_OK
+
+
+def _report(result: SolveResult, console: Console) -> None:
+    style = "green" if result.tests_passed else "red"
+    console.print(f"[bold {style}]{result.exit_reason}[/bold {style}] after "
+                  f"{result.steps} steps, {result.attempts} attempt(s), "
+                  f"{result.seconds:.1f}s, {result.usage.completion_tokens} tokens generated",
+                  highlight=False)
+    if result.baseline:
+        console.print(f"tests before: {result.baseline.summary()}", highlight=False)
+    if result.final:
+        console.print(f"tests after:  {result.final.summary()}", highlight=False)
+    for change in result.changes:
+        console.print(f"  {change.test}: {change.before or 'absent'} → {change.after or 'absent'}",
+                      highlight=False)
+    for reason in result.suspicious:
+        console.print(f"[bold yellow]warning:[/bold yellow] {reason}", highlight=False)
+    if result.error:
+        console.print(f"[red]{result.error}[/red]", highlight=False)

@@ -1,0 +1,41 @@
+"""Shared fixtures: small real git repositories and helpers to run the CLI."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+collect_ignore = ["fixtures"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
+        cwd=cwd, check=True, capture_output=True, text=True,
+    ).stdout
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None,
+              template: str | None = None) -> Path:
+    """A git repository with one commit on `main`, from a fixture folder and/or files."""
+    if template:
+        shutil.copytree(FIXTURES / template, path)
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in (files or {}).items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def calc_repo(tmp_path: Path) -> Path:
+    """The calculator repository whose `add` is broken (one failing test, one passing)."""
+    return make_repo(tmp_path / "calc", template="calc_repo")

@@ -1,0 +1,40 @@
+"""`.github/frognano.yml` parsing: defaults, valid settings, and errors fit for a comment."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.repo_config import RepoConfig, RepoConfigError, parse_repo_config
+
+
+@pytest.mark.parametrize("text", [None, "", "   \n", "# only a comment\n"])
+def test_missing_or_empty_file_gives_defaults(text: str | None) -> None:
+    assert parse_repo_config(text) == RepoConfig()
+    assert RepoConfig().max_steps == 100 and RepoConfig().test is None
+
+
+def test_valid_settings() -> None:
+    config = parse_repo_config(
+        "test: make check\nsetup: pip install -e .\nmax_steps: 40\nmax_attempts: 2\n"
+        "timeout_minutes: 30\nprotected_paths: ['docs/**', 'LICENSE']\n")
+    assert config.test == "make check" and config.setup == "pip install -e ."
+    assert (config.max_steps, config.max_attempts, config.timeout_minutes) == (40, 2, 30)
+    assert config.protected_paths == ("docs/**", "LICENSE")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("test: [unclosed", "is not valid YAML"),
+        ("- a\n- b\n", "must be a mapping of settings, not a list"),
+        ("tset: pytest\n", "`tset`: unknown setting"),
+        ("max_steps: 0\n", "`max_steps`: Input should be greater than or equal to 1"),
+        ("max_steps: lots\n", "`max_steps`: Input should be a valid integer"),
+        ("test: ''\n", "`test`: String should have at least 1 character"),
+    ],
+)
+def test_invalid_files_say_exactly_what_is_wrong(text: str, expected: str) -> None:
+    with pytest.raises(RepoConfigError) as caught:
+        parse_repo_config(text)
+    assert expected in str(caught.value)
+    assert str(caught.value).startswith(".github/frognano.yml")
