@@ -16,6 +16,12 @@ def _state_dir() -> Path:
     return Path(base)
 
 
+def _work_dir() -> Path:
+    # Not under $HOME: when the worker runs as root, the sandbox runs as an unprivileged
+    # uid that must be able to reach the workspace, and /root is closed to it.
+    return Path(os.environ.get("FROGNANO_WORK_DIR") or f"/var/tmp/frognano-{os.getuid()}")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="frognano",
                                      description="Issues to draft pull requests with FrogNano.")
@@ -68,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             issue = args.issue
         options = SolveOptions(
-            path=args.path, issue=issue, state_dir=_state_dir(), test_cmd=args.test_cmd,
+            path=args.path, issue=issue, state_dir=_state_dir(), work_dir=_work_dir(),
+            test_cmd=args.test_cmd,
             model=args.model, max_steps=args.max_steps, max_attempts=args.max_attempts,
             timeout_minutes=args.timeout_minutes, sandbox=args.sandbox,
             transcript=args.transcript, seed=args.seed, keep_workspace=args.keep_workspace,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ class BadInput(Exception):
 class SolveOptions:
     path: Path
     issue: str
-    state_dir: Path
+    state_dir: Path  # transcripts
+    work_dir: Path  # workspaces; every parent must be searchable by the sandbox's uid
     test_cmd: str | None = None
     model: str | None = None
     max_steps: int | None = None
@@ -56,7 +58,7 @@ def run_solve(opts: SolveOptions, console: Console) -> int:
     slug = slugify(opts.issue)
     transcript_path = opts.transcript or (
         opts.state_dir / "transcripts" / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}.jsonl")
-    run_dir = opts.state_dir / "work" / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+    run_dir = opts.work_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{slug}"
     with Transcript(transcript_path) as transcript:
         try:
             return _solve(opts, slug, run_dir, transcript, console)
@@ -83,6 +85,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
     repo = check_repository(opts.path.resolve())
     model = build_model(opts.model, Sampling(seed=opts.seed))
     workspace, private = run_dir / "workspace", run_dir / "private"
+    opts.work_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
     private.mkdir(parents=True)
     base_commit = clone_workspace(repo, workspace)
     config_file = workspace / CONFIG_PATH

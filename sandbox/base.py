@@ -54,6 +54,11 @@ class SandboxConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     env: dict[str, str] = field(default_factory=dict)  # extra allow-listed variables
     extra_ro_binds: list[Path] = field(default_factory=list)
+    # Unprivileged uid/gid the bubblewrap sandbox runs as when the worker is root
+    # (the kernel does not apply RLIMIT_NPROC to uid 0); workspace and private_dir are
+    # chowned to it.
+    sandbox_uid: int = 65534
+    sandbox_gid: int = 65534
 
 
 class Sandbox(Protocol):

@@ -10,13 +10,16 @@ extras=""
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
-missing=()
-for tool in bwrap git redis-server; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+# The sandbox runs the system's python3 (the worker's own Python may live where the
+# unprivileged sandbox user cannot reach); pytest and venv make Python repos work there.
+missing=0
+for path in /usr/bin/bwrap /usr/bin/git /usr/bin/redis-server /usr/bin/python3 \
+            /usr/lib/python3/dist-packages/pytest /usr/lib/python3.*/ensurepip; do
+  [ -e "$path" ] || missing=1
 done
-if [ ${#missing[@]} -gt 0 ]; then
+if [ "$missing" = 1 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq bubblewrap git redis-server >/dev/null
+  $sudo apt-get install -y -qq bubblewrap git redis-server python3 python3-venv python3-pytest >/dev/null
 fi
 python3 -m pip install -q --disable-pip-version-check -e ".${extras}"

@@ -1,0 +1,5 @@
+import sys
+
+from frognano.cli import main
+
+sys.exit(main())

@@ -1,0 +1,217 @@
+"""The bubblewrap backend: the runner inside an unprivileged, network-less bwrap.
+
+One long-lived bwrap per sandbox serves every tool call (a JSON round trip, not a
+container start); `exec(network=True)` gets its own one-shot bwrap that shares the host
+network, so the agent phase never has one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import resource
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from sandbox.base import SandboxConfig, SandboxLimits, SandboxUnavailable
+from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
+
+INSTALL_HINT = (
+    "bubblewrap (bwrap) is not on PATH: install it (e.g. `apt-get install bubblewrap`), "
+    "or choose `--sandbox unsafe-local` for development only"
+)
+WORKDIR = "/workspace"
+PRIVATE = "/frognano"
+RUNNER_INSIDE = "/run/frognano/runner.py"
+log = logging.getLogger(__name__)
+# Top-level system paths that are symlinks into /usr on merged-/usr distributions.
+SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# /etc is never bound whole (shadow, ssh keys, credentials live there). /etc/profile is
+# left out on purpose: Debian's resets PATH, which would hide the per-run venv.
+ETC_ALLOWLIST = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+    "ca-certificates.conf", "passwd", "group", "nsswitch.conf", "hosts", "host.conf",
+    "resolv.conf", "gai.conf", "services", "protocols", "localtime", "timezone",
+    "bash.bashrc", "inputrc", "mime.types", "magic", "os-release", "debian_version",
+    "xdg/pip", "pip.conf", "python3", "python3.11", "java-17-openjdk", "npmrc",
+)
+
+
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+
+def interpreter() -> tuple[str, list[str]]:
+    """The host's Python (real path) and the prefixes it needs, to run the runner inside."""
+    prefixes = sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
+    candidate = os.path.join(os.path.realpath(sys.base_prefix), "bin", "python3")
+    python = os.path.realpath(candidate if os.path.exists(candidate) else sys.executable)
+    return python, prefixes
+
+
+def reachable(path: Path | str, uid: int, gid: int) -> bool:
+    """Whether `uid` can reach `path` (search permission on every ancestor).
+
+    bwrap runs as that uid and resolves bind sources itself, even for `--bind-fd`, so a
+    source under a root-only directory (/root/.pyenv, pytest's tmp dirs) cannot be bound.
+    """
+    if uid == os.getuid():
+        return os.access(path, os.F_OK)
+    current = Path(os.path.realpath(path))
+    for directory in [*reversed(current.parents), current]:
+        try:
+            info = os.stat(directory)
+        except OSError:
+            return False
+        if not os.path.isdir(directory):
+            continue
+        if info.st_uid == uid:
+            bit = 0o100
+        elif info.st_gid == gid:
+            bit = 0o010
+        else:
+            bit = 0o001
+        if not info.st_mode & bit:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=8)  # once per uid: the answer (and its warning) does not change
+def sandbox_interpreter(uid: int, gid: int) -> tuple[str, list[str]]:
+    """The host's Python when the sandbox uid can reach it, else the system one."""
+    python, prefixes = interpreter()
+    if all(reachable(prefix, uid, gid) for prefix in prefixes):
+        return python, prefixes
+    for candidate in SYSTEM_PYTHONS:
+        if os.path.exists(candidate) and reachable(candidate, uid, gid):
+            log.warning("the sandbox uid %d cannot reach %s; the runner uses %s instead",
+                        uid, ", ".join(prefixes), candidate)
+            return candidate, []
+    raise SandboxUnavailable(
+        f"no Python interpreter reachable by the sandbox uid {uid}: {python} lies under a "
+        "directory it cannot enter; install python3 under /usr or /usr/local")
+
+
+def _rlimits(limits: SandboxLimits, *, processes: bool) -> Callable[[], None]:
+    def apply() -> None:  # runs in the child after the uid drop, before exec
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes,) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if processes:
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes,) * 2)
+    return apply
+
+
+def chown_tree(root: Path, uid: int, gid: int, *, skip: set[str]) -> None:
+    """Hand a tree to the sandbox uid without following symlinks (the content is untrusted)."""
+    if os.lstat(root).st_uid != uid:
+        os.lchown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        if dirpath == str(root):
+            dirnames[:] = [name for name in dirnames if name not in skip]
+            filenames = [name for name in filenames if name not in skip]
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            stat = os.lstat(path)
+            if stat.st_uid != uid or stat.st_gid != gid:
+                os.lchown(path, uid, gid)
+
+
+class BubblewrapSandbox(RunnerBackedSandbox):
+    """`Sandbox` on bubblewrap. Run as root, bwrap itself runs as `config.sandbox_uid`."""
+
+    workdir = WORKDIR
+
+    def __init__(self, config: SandboxConfig, *, bwrap: str | None = None) -> None:
+        super().__init__(config)
+        found = bwrap or shutil.which("bwrap")
+        if not found:
+            raise SandboxUnavailable(INSTALL_HINT)
+        self.bwrap = found
+        # RLIMIT_NPROC does not bind real uid 0 (even in a user namespace): drop to a
+        # plain uid so the process limit, and everything else, applies.
+        self.as_root = os.geteuid() == 0
+        self.uid = config.sandbox_uid if self.as_root else os.getuid()
+        self.gid = config.sandbox_gid if self.as_root else os.getgid()
+        self.python, self.prefixes = sandbox_interpreter(self.uid, self.gid)
+
+    def _prepare(self) -> None:
+        workspace, private = self.config.workspace, self.config.private_dir
+        if not workspace.is_dir():
+            raise SandboxUnavailable(f"workspace {workspace} is not a directory")
+        for sub in ("home", "venv"):
+            (private / sub).mkdir(parents=True, exist_ok=True)
+        if self.as_root:
+            # .git stays ours: it is mounted read-only inside anyway.
+            chown_tree(workspace, self.uid, self.gid, skip={".git"})
+            chown_tree(private, self.uid, self.gid, skip=set())
+        for path in (workspace, private, RUNNER_PATH, *self.config.extra_ro_binds):
+            if not reachable(path, self.uid, self.gid):
+                raise SandboxUnavailable(
+                    f"{path} is not reachable by the sandbox uid {self.uid}: every parent "
+                    "directory needs search permission (o+x) for bubblewrap to bind it")
+
+    def environment(self) -> dict[str, str]:
+        path = [f"{PRIVATE}/venv/bin", *(f"{prefix}/bin" for prefix in self.prefixes),
+                "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        env = {
+            "PATH": ":".join(dict.fromkeys(path)), "HOME": f"{PRIVATE}/home", "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
+            "PYTHONDONTWRITEBYTECODE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+        env.update(self.config.env)
+        return env
+
+    def bwrap_argv(self, *, network: bool) -> list[str]:
+        limits = self.config.limits
+        workspace = self.config.workspace.resolve()
+        argv = [self.bwrap, "--unshare-all", "--unshare-user"]
+        if network:
+            argv.append("--share-net")
+        argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                 "--hostname", "sandbox", "--clearenv"]
+        for key, value in self.environment().items():
+            argv += ["--setenv", key, value]
+        argv += ["--ro-bind", "/usr", "/usr"]
+        for name in SYSTEM_DIRS:
+            host = f"/{name}"
+            if os.path.islink(host):
+                argv += ["--symlink", os.readlink(host), host]
+            elif os.path.isdir(host):
+                argv += ["--ro-bind", host, host]
+        argv += ["--ro-bind-try", "/opt", "/opt"]
+        for name in ETC_ALLOWLIST:
+            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        for path in [*self.prefixes, *map(str, self.config.extra_ro_binds)]:
+            argv += ["--ro-bind", path, path]
+        argv += ["--proc", "/proc", "--dev", "/dev",
+                 "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+                 "--dir", "/var", "--symlink", "/tmp", "/var/tmp",
+                 "--bind", str(workspace), WORKDIR]
+        if (workspace / ".git").exists():  # after the workspace, so it lands on top of it
+            argv += ["--ro-bind", str(workspace / ".git"), f"{WORKDIR}/.git"]
+        argv += ["--bind", str(self.config.private_dir.resolve()), PRIVATE,
+                 "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE,
+                 # The root tmpfs holds only mount points: freeze it, so /etc and / are
+                 # as read-only as the system they stand for.
+                 "--remount-ro", "/",
+                 "--chdir", WORKDIR, "--",
+                 self.python, "-I", "-S", RUNNER_INSIDE, "serve", "--workdir", WORKDIR,
+                 "--reap", "namespace",
+                 "--default-timeout", str(limits.default_timeout),
+                 "--max-timeout", str(limits.max_timeout),
+                 "--bash-chars", str(limits.max_output_chars)]
+        return argv
+
+    def _spawn(self, *, network: bool) -> RunnerProcess:
+        return RunnerProcess(
+            self.bwrap_argv(network=network),
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            cwd="/",
+            preexec_fn=_rlimits(self.config.limits, processes=True),
+            user=self.uid if self.as_root else None,
+            group=self.gid if self.as_root else None,
+        )

@@ -1,0 +1,68 @@
+"""The `unsafe-local` backend: the same runner as a plain subprocess. Development only.
+
+Nothing is isolated: the model's commands run with the worker's own rights, network and
+file system. Only the environment is cleaned, and leftovers are killed by process group
+(a command that calls setsid escapes that).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+from collections.abc import Callable
+
+from sandbox.base import SandboxConfig, SandboxLimits
+from sandbox.bubblewrap import interpreter
+from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
+
+log = logging.getLogger(__name__)
+
+
+def _rlimits(limits: SandboxLimits) -> Callable[[], None]:
+    # No RLIMIT_NPROC: outside a user namespace it counts every process of the user.
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes,) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return apply
+
+
+class LocalSandbox(RunnerBackedSandbox):
+    """`Sandbox` without isolation; `exec(network=...)` always has the host network."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        super().__init__(config)
+        self.workdir = str(config.workspace.resolve())
+        self.python, _ = interpreter()
+        log.warning(
+            "UNSAFE sandbox backend 'unsafe-local': model-chosen commands run UNCONFINED "
+            "as uid %d in %s, with network access. Use it for development only; use "
+            "'bubblewrap' for anything real.", os.getuid(), self.workdir)
+
+    def _prepare(self) -> None:
+        for sub in ("home", "venv"):
+            (self.config.private_dir / sub).mkdir(parents=True, exist_ok=True)
+
+    def environment(self) -> dict[str, str]:
+        private = self.config.private_dir.resolve()
+        host_path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+        env = {
+            "PATH": f"{private}/venv/bin:{host_path}", "HOME": f"{private}/home",
+            "TMPDIR": os.environ.get("TMPDIR", "/tmp"), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+        env.update(self.config.env)
+        return env
+
+    def _spawn(self, *, network: bool) -> RunnerProcess:
+        limits = self.config.limits
+        return RunnerProcess(
+            [self.python, "-I", "-S", str(RUNNER_PATH), "serve", "--workdir", self.workdir,
+             "--reap", "group", "--default-timeout", str(limits.default_timeout),
+             "--max-timeout", str(limits.max_timeout),
+             "--bash-chars", str(limits.max_output_chars)],
+            env=self.environment(), cwd=self.workdir, preexec_fn=_rlimits(limits),
+        )

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""FrogNano tool runner: the five Leaf tools plus the harness's `exec`, stdlib only.
+
+It is bind-mounted read-only into the sandbox and started as `python3 -I -S runner.py`,
+so it must not import anything from the project. Tool outputs follow leaf-contract §3
+byte for byte, because the model was trained on exactly those shapes.
+
+Protocol (one JSON object per line, both directions; arguments are never spliced into a
+shell string):
+
+    runner.py serve --workdir DIR [--reap namespace|group] [--default-timeout S]
+                    [--max-timeout S] [--bash-chars N]
+        answers requests from stdin until EOF
+    runner.py once ...   same options, answers exactly one request
+
+    {"id": 1, "op": "tool", "name": "Read", "args": {...}}
+        -> {"id": 1, "ok": true, "output": "..."}
+    {"id": 2, "op": "exec", "command": "pytest -q", "timeout": 600, "max_chars": 200000}
+        -> {"id": 2, "ok": true, "exit_code": 0, "stdout": "...", "stderr": "...",
+            "timed_out": false, "seconds": 1.2, "truncated": false}
+    {"id": 3, "op": "ping"} -> {"id": 3, "ok": true, "pid": 2}
+    anything malformed -> {"id": ..., "ok": false, "error": "..."}
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob as globlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+READ_OUTPUT_CHARS = 20_000
+GLOB_LIMIT = 1_000
+EXEC_OUTPUT_CHARS = 200_000
+KILL_PASSES = 200
+# After the main shell exits, how long stragglers may keep writing before they are killed.
+EXIT_DRAIN_SECONDS = 0.1
+
+
+class Settings:
+    """Per-runner knobs, set from the command line by the host."""
+
+    reap = "group"  # "namespace": kill every other pid in /proc after a command
+    default_timeout = 120.0
+    max_timeout = 1800.0
+    bash_chars = 30_000
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def run_tool(name: str, arguments: Any) -> str:
+    if not isinstance(arguments, dict):
+        arguments = {}
+    handlers = {"Read": _read, "Write": _write, "Edit": _edit, "Glob": _glob, "Bash": _bash}
+    handler = handlers.get(name)
+    if handler is None:
+        return f"Unknown tool: {name}"
+    try:
+        return handler(arguments)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _read(arguments: dict[str, Any]) -> str:
+    path = _path(arguments, "file_path")
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    offset = max(1, _optional_int(arguments.get("offset"), 1))
+    limit = _optional_int(arguments.get("limit"), 0)
+    end = len(lines) if limit <= 0 else min(len(lines), offset - 1 + limit)
+    numbered = "\n".join(
+        f"{number}. {line}" for number, line in enumerate(lines[offset - 1:end], start=offset)
+    )
+    return _truncate(f"{_display(path)}\n{numbered}", READ_OUTPUT_CHARS)
+
+
+def _write(arguments: dict[str, Any]) -> str:
+    path = _path(arguments, "file_path")
+    content = str(arguments.get("content", ""))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    return f"Wrote {_display(path)} ({len(content)} bytes)."
+
+
+def _edit(arguments: dict[str, Any]) -> str:
+    path = _path(arguments, "file_path")
+    old = str(arguments.get("old_string") or "")
+    new = str(arguments.get("new_string") or "")
+    if not old:
+        raise ValueError("old_string must be non-empty")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    count = text.count(old)
+    replace_all = _truthy(arguments.get("replace_all"))
+    if count == 0:
+        raise ValueError("old_string was not found")
+    if count > 1 and not replace_all:
+        raise ValueError(
+            f"old_string matched {count} times; set replace_all=true or use a more specific "
+            "old_string"
+        )
+    path.write_text(text.replace(old, new) if replace_all else text.replace(old, new, 1),
+                    encoding="utf-8")
+    changed = count if replace_all else 1
+    return f"Edited {_display(path)} ({changed} replacement{'' if changed == 1 else 's'})."
+
+
+def _glob(arguments: dict[str, Any]) -> str:
+    pattern = str(arguments.get("pattern") or "")
+    if not pattern:
+        raise ValueError("pattern is required")
+    root = _resolve(arguments.get("path") or ".")
+    # glob.glob (not Path.glob) as in Leaf: hidden entries such as .git stay out of `**`.
+    matches = sorted(
+        _display(Path(match))
+        for match in globlib.glob(str(root / pattern), recursive=True)
+        if Path(match).is_file()
+    )
+    if not matches:
+        return "No files matched."
+    shown = "\n".join(matches[:GLOB_LIMIT])
+    if len(matches) > GLOB_LIMIT:
+        shown += f"\n... {len(matches) - GLOB_LIMIT} more files"
+    return shown
+
+
+def _bash(arguments: dict[str, Any]) -> str:
+    command = str(arguments.get("command") or "")
+    if not command:
+        raise ValueError("command is required")
+    timeout = bash_timeout(arguments, Settings.default_timeout, Settings.max_timeout)
+    limit = Settings.bash_chars
+    # A head of 4 bytes per char (UTF-8 worst case) always covers the part that is shown.
+    run = run_command(command, timeout, keep_bytes=4 * limit + 64, keep_tail=False)
+    out, err = run.stdout.text(), run.stderr.text()
+    if run.timed_out:
+        text = f"Timed out after {timeout:.1f}s\nSTDOUT:\n{out}\nSTDERR:\n{err}"
+    else:
+        text = f"Exit code: {run.returncode}\nSTDOUT:\n{out}\nSTDERR:\n{err}"
+    # Bytes never kept still count towards "[truncated N chars]" (exact for ASCII output).
+    return _truncate(text, limit, uncounted=run.stdout.dropped + run.stderr.dropped)
+
+
+def bash_timeout(arguments: dict[str, Any], default: float, ceiling: float) -> float:
+    """Seconds for a Bash call: `timeout_ms` wins; a `timeout` above 1000 is milliseconds."""
+    if arguments.get("timeout_ms") is not None:
+        value = max(0.1, float(arguments["timeout_ms"]) / 1000.0)
+    elif arguments.get("timeout") is None:
+        value = default
+    else:
+        raw = float(arguments["timeout"])
+        value = max(0.1, raw / 1000.0 if raw > 1000 else raw)
+    return min(value, ceiling)
+
+
+def _path(arguments: dict[str, Any], key: str) -> Path:
+    value = arguments.get(key) or arguments.get("path")
+    if not value:
+        raise ValueError(f"{key} is required")
+    return _resolve(value)
+
+
+def _resolve(value: Any) -> Path:
+    # Relative paths stay relative (cwd is the workdir) so errors quote them as given.
+    return Path(str(value)).expanduser()
+
+
+def _display(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path if path.is_absolute() else Path.cwd() / path)
+
+
+def _optional_int(value: Any, default: int) -> int:
+    if value in (None, ""):
+        return default
+    return int(value)
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _truncate(text: str, limit: int, uncounted: int = 0) -> str:
+    total = len(text) + uncounted
+    if total <= limit:
+        return text
+    return f"{text[:limit]}\n[truncated {total - limit} chars]"
+
+
+# --------------------------------------------------------------------------- commands
+
+
+class Capture:
+    """Bounded capture of one output stream: a head (tools) or a tail (test logs)."""
+
+    def __init__(self, keep_bytes: int, keep_tail: bool) -> None:
+        self.keep_bytes = keep_bytes
+        self.keep_tail = keep_tail
+        self.data = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        if self.keep_tail:
+            self.data += chunk
+            excess = len(self.data) - self.keep_bytes
+            if excess > 0:
+                del self.data[:excess]
+                self.dropped += excess
+            return
+        room = max(0, self.keep_bytes - len(self.data))
+        self.data += chunk[:room]
+        self.dropped += len(chunk) - min(room, len(chunk))
+
+    def text(self) -> str:
+        # Same newline translation as subprocess's text mode, which Leaf used.
+        decoded = bytes(self.data).decode("utf-8", errors="replace")
+        return decoded.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class CommandRun:
+    def __init__(self, returncode: int | None, stdout: Capture, stderr: Capture,
+                 timed_out: bool, seconds: float) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.timed_out = timed_out
+        self.seconds = seconds
+
+
+def run_command(command: str, timeout: float, *, keep_bytes: int, keep_tail: bool) -> CommandRun:
+    """`/bin/bash -lc COMMAND` in the cwd, bounded in time and memory, then clean up after it."""
+    started = time.monotonic()
+    deadline = started + max(0.1, timeout)
+    proc = subprocess.Popen(
+        ["/bin/bash", "-lc", command],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True, close_fds=True,
+    )
+    captures = {proc.stdout.fileno(): Capture(keep_bytes, keep_tail),  # type: ignore[union-attr]
+                proc.stderr.fileno(): Capture(keep_bytes, keep_tail)}  # type: ignore[union-attr]
+    selector = selectors.DefaultSelector()
+    for fd in captures:
+        selector.register(fd, selectors.EVENT_READ)
+    timed_out = False
+    exited_at: float | None = None
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if proc.poll() is not None:
+                exited_at = exited_at or now
+                # Background children still hold the pipes: they get killed below.
+                if now - exited_at > EXIT_DRAIN_SECONDS:
+                    break
+            wait = min(deadline - now, 0.05 if exited_at else 0.5)
+            for key, _ in selector.select(wait):
+                _pump(selector, key.fd, captures[key.fd])
+        if timed_out:
+            _kill_group(proc.pid)
+        returncode = proc.wait() if not timed_out else None
+        if timed_out:
+            proc.wait()
+        kill_leftovers(proc.pid)
+        _drain(selector, captures, time.monotonic() + 0.5)
+    finally:
+        selector.close()
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+    out, err = captures.values()
+    return CommandRun(returncode, out, err, timed_out, time.monotonic() - started)
+
+
+def _pump(selector: selectors.BaseSelector, fd: int, capture: Capture) -> None:
+    chunk = os.read(fd, 65536)
+    if chunk:
+        capture.add(chunk)
+    else:
+        selector.unregister(fd)
+
+
+def _drain(selector: selectors.BaseSelector, captures: dict[int, Capture],
+           deadline: float) -> None:
+    """Read what is left in the pipes once every writer is dead."""
+    while selector.get_map():
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            return
+        events = selector.select(wait)
+        if not events:
+            return
+        for key, _ in events:
+            _pump(selector, key.fd, captures[key.fd])
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def kill_leftovers(pgid: int) -> None:
+    """Kill whatever the command left behind, so nothing outlives its tool call."""
+    _kill_group(pgid)
+    if Settings.reap != "namespace":
+        return
+    # In our own pid namespace every other process is the command's doing, including
+    # ones that called setsid to leave the process group.
+    keep = _self_and_ancestors()
+    for _ in range(KILL_PASSES):
+        victims = [pid for pid in _live_pids() if pid not in keep]
+        if not victims:
+            break
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap_children()
+        time.sleep(0.002)
+    _reap_children()
+
+
+def _self_and_ancestors() -> set[int]:
+    keep = {os.getpid()}
+    pid = os.getpid()
+    while pid > 1:
+        pid = _stat(pid)[1]
+        if pid <= 0:
+            break
+        keep.add(pid)
+    return keep
+
+
+def _stat(pid: int) -> tuple[str, int]:
+    """(state, ppid) of a process; ("X", 0) once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("ascii", "replace")
+    except OSError:
+        return "X", 0
+    fields = raw[raw.rfind(")") + 2:].split()  # the command name may hold spaces and parens
+    return fields[0], int(fields[1])
+
+
+def _live_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _stat(int(entry))[0] not in ("Z", "X"):
+            pids.append(int(entry))
+    return pids
+
+
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def run_exec(request: dict[str, Any]) -> dict[str, Any]:
+    command = request.get("command")
+    if not isinstance(command, str) or not command:
+        raise ValueError("exec needs a non-empty string 'command'")
+    timeout = min(float(request.get("timeout") or Settings.default_timeout),
+                  Settings.max_timeout)
+    max_chars = int(request.get("max_chars") or EXEC_OUTPUT_CHARS)
+    # Test failures are reported at the end, so keep the tail.
+    run = run_command(command, timeout, keep_bytes=max_chars, keep_tail=True)
+    result: dict[str, Any] = {"exit_code": run.returncode, "timed_out": run.timed_out,
+                              "seconds": round(run.seconds, 3),
+                              "truncated": bool(run.stdout.dropped or run.stderr.dropped)}
+    for name, capture in (("stdout", run.stdout), ("stderr", run.stderr)):
+        marker = f"[truncated {capture.dropped} bytes]\n" if capture.dropped else ""
+        result[name] = marker + capture.text()
+    return result
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+def handle(request: Any) -> dict[str, Any]:
+    if not isinstance(request, dict):
+        return {"id": None, "ok": False, "error": "request must be a JSON object"}
+    reply: dict[str, Any] = {"id": request.get("id"), "ok": True}
+    op = request.get("op")
+    try:
+        if op == "tool":
+            reply["output"] = run_tool(str(request.get("name") or ""), request.get("args"))
+        elif op == "exec":
+            reply.update(run_exec(request))
+        elif op == "ping":
+            reply["pid"] = os.getpid()
+        else:
+            return {"id": request.get("id"), "ok": False, "error": f"unknown op: {op!r}"}
+    except Exception as exc:
+        return {"id": request.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return reply
+
+
+def serve(single: bool) -> int:
+    stdin, stdout = sys.stdin.buffer, sys.stdout
+    while True:
+        line = stdin.readline()
+        if not line:
+            return 0
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError as exc:
+            reply = {"id": None, "ok": False, "error": f"bad JSON: {exc}"}
+        else:
+            reply = handle(request)
+        stdout.write(json.dumps(reply) + "\n")
+        stdout.flush()
+        if single:
+            return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="FrogNano sandbox tool runner")
+    parser.add_argument("mode", choices=["serve", "once"])
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--reap", choices=["namespace", "group"], default="group")
+    parser.add_argument("--default-timeout", type=float, default=Settings.default_timeout)
+    parser.add_argument("--max-timeout", type=float, default=Settings.max_timeout)
+    parser.add_argument("--bash-chars", type=int, default=Settings.bash_chars)
+    options = parser.parse_args(argv)
+    Settings.reap = options.reap
+    Settings.default_timeout = options.default_timeout
+    Settings.max_timeout = options.max_timeout
+    Settings.bash_chars = options.bash_chars
+    os.chdir(options.workdir)
+    return serve(single=options.mode == "once")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,268 @@
+"""Client for OpenAI-compatible chat servers: llama-server, SGLang, vLLM.
+
+Every sampling parameter is sent explicitly (leaf-contract §4), under each
+server's name for it, because server defaults differ from the evaluation config.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import httpx
+
+from workers.models.base import (
+    ContextOverflow,
+    FinishReason,
+    ModelQueryError,
+    Sampling,
+    ToolCall,
+    Turn,
+    TurnBudget,
+    Usage,
+)
+from workers.models.qwen3coder import new_call_id, parse_assistant_text
+
+# How llama-server, vLLM and SGLang word "the prompt does not fit".
+_CONTEXT_OVERFLOW = re.compile(
+    r"context (length|size|window)|exceed_context_size|maximum context|context_length_exceeded"
+    r"|prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "end_turn": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+}
+_EXCERPT_CHARS = 300
+
+
+class OpenAICompatClient:
+    """One assistant turn per POST to `{base}/v1/chat/completions`."""
+
+    def __init__(self, base_url: str, model: str = "frognano", api_key: str | None = None,
+                 sampling: Sampling | None = None, timeout: float = 600.0, retries: int = 3,
+                 backoff: float = 1.0) -> None:
+        self.url = chat_completions_url(base_url)
+        self.model = model
+        self.name = f"openai-compat:{model}"
+        self.sampling = sampling or Sampling()
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._api_key = api_key
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(headers=headers)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> OpenAICompatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                     budget: TurnBudget) -> dict[str, Any]:
+        s = self.sampling
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": budget.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "top_k": s.top_k,
+            "min_p": s.min_p,
+            "repetition_penalty": s.repetition_penalty,  # vLLM, SGLang
+            "repeat_penalty": s.repetition_penalty,  # llama-server
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "chat_template_kwargs": {"enable_thinking": s.enable_thinking},
+            "stream": False,
+        }
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+        if s.seed is not None:
+            body["seed"] = s.seed
+        return body
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 budget: TurnBudget) -> Turn:
+        body = self.request_body(messages, tools, budget)
+        started = time.monotonic()
+        data = self._post_with_retries(body, min(self.timeout, budget.timeout))
+        return self._turn_from_response(data, tools, time.monotonic() - started)
+
+    # --- transport ---------------------------------------------------------------------------
+
+    def _post_with_retries(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        last_problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._http.post(self.url, json=body, timeout=timeout)
+            except httpx.TimeoutException:
+                last_problem = f"timed out after {timeout:g}s"
+                continue
+            except httpx.TransportError as exc:
+                last_problem = f"{type(exc).__name__}: {self._redact(str(exc))}"
+                continue
+            if response.status_code >= 500:
+                message = _error_message(response)
+                if _CONTEXT_OVERFLOW.search(message):
+                    raise ContextOverflow(self._describe(response.status_code, message))
+                last_problem = f"HTTP {response.status_code}: {self._excerpt(message)}"
+                continue
+            return self._decode(response)
+        raise ModelQueryError(
+            f"model server at {self.url} failed after {self.retries + 1} attempts: {last_problem}")
+
+    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+        if response.status_code >= 400:
+            message = _error_message(response)
+            if _CONTEXT_OVERFLOW.search(message):
+                raise ContextOverflow(self._describe(response.status_code, message))
+            raise ModelQueryError(self._describe(response.status_code, message))
+        try:
+            data = response.json()
+        except ValueError:
+            raise ModelQueryError(
+                f"model server at {self.url} returned non-JSON: "
+                f"{self._excerpt(response.text)}") from None
+        if isinstance(data, dict) and "error" in data and "choices" not in data:
+            message = _error_message(response)  # some servers report errors with HTTP 200
+            if _CONTEXT_OVERFLOW.search(message):
+                raise ContextOverflow(self._describe(response.status_code, message))
+            raise ModelQueryError(self._describe(response.status_code, message))
+        if not isinstance(data, dict):
+            raise ModelQueryError(
+                f"model server at {self.url} returned an unexpected answer: "
+                f"{self._excerpt(response.text)}")
+        return data
+
+    def _describe(self, status: int, message: str) -> str:
+        return f"model server at {self.url} answered HTTP {status}: {self._excerpt(message)}"
+
+    def _excerpt(self, text: str) -> str:
+        text = self._redact(text.strip())
+        return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    # --- answer ------------------------------------------------------------------------------
+
+    def _turn_from_response(self, data: dict[str, Any], tools: list[dict[str, Any]],
+                            wall_seconds: float) -> Turn:
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ModelQueryError(
+                f"model server at {self.url} returned an answer without choices[0].message "
+                f"({exc!r}): {self._excerpt(json.dumps(data, ensure_ascii=False))}") from None
+
+        content = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+        tool_calls = [_tool_call(raw) for raw in message.get("tool_calls") or []]
+        errors: list[str] = []
+        if not tool_calls and any(tag in content for tag in ("</think>", "<tool_call>",
+                                                              "<function=")):
+            # The server runs without a reasoning or tool-call parser: do its job.
+            parsed = parse_assistant_text(content, tools, new_call_id,
+                                          thinking="</think>" in content)
+            content, tool_calls, errors = parsed.content, parsed.tool_calls, parsed.errors
+            reasoning = "\n\n".join(part for part in (reasoning, parsed.reasoning) if part)
+
+        finish_reason = _FINISH_REASONS.get(str(choice.get("finish_reason")), "stop")
+        if tool_calls and finish_reason == "stop":
+            finish_reason = "tool_calls"
+        elif not tool_calls and finish_reason == "tool_calls":
+            finish_reason = "stop"
+        return Turn(
+            content=content.strip(),
+            reasoning=reasoning.strip(),
+            tool_calls=tool_calls,
+            usage=_usage(data, wall_seconds),
+            finish_reason=finish_reason,
+            errors=errors,
+        )
+
+
+def chat_completions_url(base_url: str) -> str:
+    """Accept `http://host:port`, `…/v1` and the full endpoint alike."""
+    base = base_url.rstrip("/")
+    if base.endswith("/chat/completions"):
+        return base
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + "/chat/completions"
+
+
+def _tool_call(raw: dict[str, Any]) -> ToolCall:
+    function = raw.get("function") or {}
+    arguments = function.get("arguments")
+    raw_text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            arguments = None
+    return ToolCall(
+        id=str(raw.get("id") or new_call_id()),
+        name=str(function.get("name") or ""),
+        # Leaf treats arguments that are not a JSON object as {} (leaf-contract §3).
+        arguments=arguments if isinstance(arguments, dict) else {},
+        raw_arguments=raw_text,
+    )
+
+
+def _usage(data: dict[str, Any], wall_seconds: float) -> Usage:
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    details = usage.get("prompt_tokens_details") or {}
+    cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    result = Usage(prompt_tokens=prompt, prompt_tokens_evaluated=max(0, prompt - cached),
+                   completion_tokens=int(usage.get("completion_tokens") or 0))
+    timings = data.get("timings")
+    if isinstance(timings, dict) and "prompt_n" in timings:
+        # llama-server reports what it really evaluated (cached tokens excluded).
+        result.prompt_tokens_evaluated = int(timings.get("prompt_n") or 0)
+        if not result.prompt_tokens:
+            result.prompt_tokens = result.prompt_tokens_evaluated + int(timings.get("cache_n") or 0)
+        if not result.completion_tokens:
+            result.completion_tokens = int(timings.get("predicted_n") or 0)
+        result.prompt_seconds = float(timings.get("prompt_ms") or 0.0) / 1000
+        result.completion_seconds = float(timings.get("predicted_ms") or 0.0) / 1000
+    else:
+        # No split available: the whole round trip counts as generation time.
+        result.completion_seconds = wall_seconds
+    return result
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The error text of llama-server ({"error": {"message"}}), vLLM/SGLang ({"message"})."""
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return f"{error.get('type') or ''} {error['message']}".strip()
+        if isinstance(error, str):
+            return error
+        if data.get("message"):
+            return str(data["message"])
+    return response.text
