@@ -93,7 +93,12 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
 
     def finish(reason: str, baseline: TestVerdict | None, final: TestVerdict | None,
                attempts: int, error: str = "") -> SolveResult:
-        diff = sandbox.diff()
+        problems = [error or state.last_error]
+        try:
+            diff = sandbox.diff()
+        except SandboxError as exc:
+            diff = ""
+            problems.append(f"could not compute the diff: {exc}")
         changes = compare_results(baseline.tests if baseline else {},
                                   final.tests if final else {})
         result = SolveResult(
@@ -102,7 +107,7 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
             steps=state.steps, usage=state.usage, seconds=time.monotonic() - started,
             changes=changes, suspicious=suspicious_test_changes(diff, changes),
             test_files_changed=touched_test_files(diff), tool_calls=state.tool_calls,
-            error=error or state.last_error,
+            error="; ".join(p for p in problems if p),
         )
         transcript.write("result", exit_reason=reason, tests_passed=result.tests_passed,
                          baseline=baseline.to_dict() if baseline else None,
@@ -127,7 +132,11 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
                                    else f"failed with exit code {setup.exit_code}"))
 
     on_event("tests", {"phase": "baseline", "command": test_command})
-    baseline = run_tests(sandbox, test_command, limits.test_timeout)
+    try:
+        baseline = run_tests(sandbox, test_command, limits.test_timeout)
+    except SandboxError as exc:
+        return finish("tool_error", None, None, 0,
+                      error=f"the sandbox failed running the baseline tests: {exc}")
     transcript.write("baseline", **baseline.to_dict())
     on_event("tests_done", {"phase": "baseline", "verdict": baseline})
 
@@ -146,18 +155,24 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
             state.last_error = str(exc)
             exit_reason = "tool_error"
         attempt += 1
-        if exit_reason == "cancelled":
-            return finish("cancelled", baseline, final, attempt)
+        if exit_reason in ("cancelled", "tool_error"):
+            # Nothing to verify: the run was stopped, or the sandbox itself is broken.
+            return finish(exit_reason, baseline, final, attempt)
         on_event("tests", {"phase": "after", "attempt": attempt, "command": test_command})
-        final = run_tests(sandbox, test_command,
-                          max(1.0, min(limits.test_timeout, deadline - time.monotonic() + 60)))
+        try:
+            final = run_tests(sandbox, test_command, max(
+                1.0, min(limits.test_timeout, deadline - time.monotonic() + 60)))
+        except SandboxError as exc:
+            state.last_error = f"the sandbox failed running the tests: {exc}"
+            return finish("tool_error", baseline, final, attempt)
         transcript.write("tests", attempt=attempt, exit_reason=exit_reason, **final.to_dict())
         on_event("tests_done", {"phase": "after", "verdict": final})
         if final.passed:
             return finish("tests_passed", baseline, final, attempt)
-        if exit_reason not in _RETRYABLE_EXITS:
+        out_of_attempts = attempt >= limits.max_attempts
+        if exit_reason not in _RETRYABLE_EXITS or (out_of_attempts and exit_reason != "agent"):
             return finish(exit_reason, baseline, final, attempt)
-        if attempt >= limits.max_attempts:
+        if out_of_attempts:
             return finish("max_attempts", baseline, final, attempt)
         if state.steps >= limits.max_steps:
             return finish("max_turns", baseline, final, attempt)

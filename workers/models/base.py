@@ -27,6 +27,11 @@ class ContextOverflow(ModelError):
     """The prompt no longer fits the model's context window."""
 
 
+class ModelLoadError(ModelError):
+    """A local model cannot be loaded: missing or unreadable file, not a GGUF, an
+    architecture llama.cpp does not know, no chat template. The message says which."""
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling as in Microsoft's evaluation config (leaf-contract §4); sent explicitly."""
@@ -95,6 +100,7 @@ class Turn:
     finish_reason: FinishReason = "stop"
     raw_text: str | None = None  # the generated text, where the backend has it
     errors: list[str] = field(default_factory=list)  # malformed calls, reported back to the model
+    notes: list[str] = field(default_factory=list)  # backend diagnostics for the transcript only
 
     def to_message(self) -> dict[str, Any]:
         """The assistant message to append to the history."""
