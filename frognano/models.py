@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workers.models.base import ModelClient, Sampling
+
+if TYPE_CHECKING:
+    from workers.models.llama_resident import LlamaSettings
 
 
 class ModelSpecError(ValueError):
     """`--model` names nothing we can use; the message says what would work."""
 
 
-def build_model(spec: str | None, sampling: Sampling) -> ModelClient:
-    """`http(s)://…` → OpenAI-compatible server; `scripted:FILE` → replay a JSON list of turns."""
+def build_model(spec: str | None, sampling: Sampling,
+                llama_settings: LlamaSettings | None = None) -> ModelClient:
+    """`http(s)://…` → OpenAI-compatible server; `PATH.gguf` → llama-cpp-python in this
+    process (with `llama_settings`); `scripted:FILE` → replay a JSON list of turns."""
     if not spec:
         raise ModelSpecError(
             "no model given: pass --model URL (an OpenAI-compatible server such as "
@@ -36,9 +42,13 @@ def build_model(spec: str | None, sampling: Sampling) -> ModelClient:
             raise ModelSpecError(f"the script {path} must be a JSON list of assistant texts")
         return ScriptedModel(turns)
     if spec.endswith(".gguf"):
-        raise ModelSpecError(
-            f"{spec}: the in-process GGUF backend is not part of this build yet; serve the "
-            "GGUF with llama-server and pass its URL, e.g. --model http://127.0.0.1:8080/v1")
+        from workers.models.base import ModelLoadError
+        from workers.models.llama_cpp import LlamaCppModel
+
+        try:
+            return LlamaCppModel(spec, settings=llama_settings, sampling=sampling)
+        except ModelLoadError as exc:
+            raise ModelSpecError(str(exc)) from None
     raise ModelSpecError(
         f"{spec!r} is not a model: use an http(s):// URL of an OpenAI-compatible server, "
         "a .gguf path, or scripted:FILE")

@@ -14,7 +14,7 @@ from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
 from frognano.models import ModelSpecError, build_model
 from frognano.progress import Progress
 from sandbox import open_sandbox
-from sandbox.base import SandboxConfig, SandboxError
+from sandbox.base import SandboxConfig, SandboxError, SandboxUnavailable
 from workers.agent.harness import SolveLimits, SolveResult, solve
 from workers.agent.repo_tests import detect_test_command
 from workers.agent.transcript import Transcript
@@ -62,7 +62,8 @@ def run_solve(opts: SolveOptions, console: Console) -> int:
     with Transcript(transcript_path) as transcript:
         try:
             return _solve(opts, slug, run_dir, transcript, console)
-        except (BadInput, LocalRepoError, ModelSpecError, RepoConfigError) as exc:
+        except (BadInput, LocalRepoError, ModelSpecError, RepoConfigError,
+                SandboxUnavailable) as exc:
             transcript.write("result", exit_reason="bad_input", tests_passed=False,
                              error=str(exc))
             console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)

@@ -27,7 +27,7 @@ HARDENING = [
 GIT_TIMEOUT_SECONDS = 300
 
 
-def _git_env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "PAGER": "cat",
                 "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"})
@@ -37,7 +37,7 @@ def _git_env() -> dict[str, str]:
 def _git(workspace: Path, *args: str, extra: list[str]) -> bytes:
     try:
         done = subprocess.run(
-            ["git", *HARDENING, *extra, *args], cwd=workspace, env=_git_env(),
+            ["git", *HARDENING, *extra, *args], cwd=workspace, env=git_env(),
             stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_SECONDS,
             check=False,
         )

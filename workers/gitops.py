@@ -1,23 +1,16 @@
-"""Host-side git, hardened for workspaces whose content the model controlled.
+"""Host-side git on workspaces whose content the model controlled.
 
-A workspace's files are untrusted: nothing in them may make the host's git run
-code (hooks, fsmonitor) or prompt. Its `.git` was read-only inside the sandbox,
-and ownership may differ after the sandbox chowned it, hence safe.directory.
+Uses the sandbox's hardening (no hooks, fsmonitor, external drivers, system
+config or prompts): a workspace's files are untrusted, and its `.git` was
+read-only inside the sandbox.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
-HARDENING = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "safe.directory=*",
-    "-c", "core.pager=cat",
-    "-c", "credential.helper=",
-)
+from sandbox.gitdiff import HARDENING, git_env
 
 BOT_IDENTITY = (
     "-c", "user.name=FrogNano",
@@ -29,18 +22,21 @@ class GitError(RuntimeError):
     """A git command failed; the message carries git's own words."""
 
 
+class GitMissing(GitError):
+    """git itself cannot be run."""
+
+
 def git(cwd: Path, *args: str, check: bool = True, identity: bool = False,
         timeout: float = 600) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/nonexistent"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "LC_ALL": "C",
-    }
     argv = ["git", *HARDENING, *(BOT_IDENTITY if identity else ()), *args]
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise GitMissing("git is not installed (or not on PATH); install it, e.g. "
+                       "`apt-get install git`") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} took longer than {timeout:.0f}s") from None
     if check and proc.returncode != 0:
         message = (proc.stderr or proc.stdout).strip()
         raise GitError(f"git {args[0]} failed: {message}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workers.gitops import GitError, add_global_excludes, git
+from workers.gitops import GitError, GitMissing, add_global_excludes, git
 
 
 class LocalRepoError(ValueError):
@@ -25,6 +25,8 @@ def check_repository(path: Path) -> Path:
         raise LocalRepoError(f"{path} is not a directory")
     try:
         top = Path(git(path, "rev-parse", "--show-toplevel").strip())
+    except GitMissing:
+        raise
     except GitError:
         raise LocalRepoError(f"{path} is not a git repository (run `git init` and commit "
                              "your code first)") from None

@@ -207,6 +207,10 @@ class LlamaCppModel:
             return None  # a capped turn must be closed by the template's end-of-turn token
         return suffix
 
+    def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        """The whole prompt as the template renders it (what a first turn sends)."""
+        return self._render(normalize_messages(messages), tools)
+
     def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         try:
             return render_chat_template(
