@@ -1,0 +1,48 @@
+"""Settings of the bot, from the environment or `.env` (read only by entry points)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class BotSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",
+                                      extra="ignore", populate_by_name=True)
+
+    github_app_id: int | None = Field(default=None, alias="GITHUB_APP_ID")
+    github_private_key: SecretStr | None = Field(default=None, alias="GITHUB_PRIVATE_KEY")
+    github_private_key_path: Path | None = Field(default=None, alias="GITHUB_PRIVATE_KEY_PATH")
+    github_webhook_secret: SecretStr | None = Field(default=None, alias="GITHUB_WEBHOOK_SECRET")
+    github_api_url: str = Field(default="https://api.github.com", alias="GITHUB_API_URL")
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="FROGNANO_REDIS_URL")
+    model: str | None = Field(default=None, alias="FROGNANO_MODEL")
+    trigger_label: str = Field(default="frognano", alias="FROGNANO_TRIGGER_LABEL")
+    queue: str = Field(default="frognano", alias="FROGNANO_QUEUE")
+    sandbox: str = Field(default="bubblewrap", alias="FROGNANO_SANDBOX")
+    state_dir: Path = Field(default=Path.home() / ".local/state/frognano",
+                            alias="FROGNANO_STATE_DIR")
+    work_dir: Path | None = Field(default=None, alias="FROGNANO_WORK_DIR")
+    public_url: str | None = Field(default=None, alias="FROGNANO_PUBLIC_URL",
+                                   description="Where transcripts are linked from PRs.")
+    max_run_seconds: int = Field(default=2 * 3600, alias="FROGNANO_MAX_RUN_SECONDS")
+
+    @model_validator(mode="after")
+    def _one_private_key(self) -> BotSettings:
+        if self.github_private_key and self.github_private_key_path:
+            raise ValueError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
+        return self
+
+    def private_key(self) -> str | None:
+        if self.github_private_key is not None:
+            return self.github_private_key.get_secret_value()
+        if self.github_private_key_path is not None:
+            return self.github_private_key_path.read_text()
+        return None
+
+    @property
+    def webhook_secret(self) -> str | None:
+        return self.github_webhook_secret.get_secret_value() if self.github_webhook_secret \
+            else None
