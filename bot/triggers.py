@@ -1,0 +1,43 @@
+"""What the receiver hands to the workers: ids, never objects, by task name.
+
+The receiver (bot/) enqueues `ACCEPT_TASK` without importing workers/. The
+accept task authorizes the trigger, supersedes an older run of the issue,
+acknowledges on GitHub and enqueues `RUN_TASK` on the GPU queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+ACCEPT_TASK = "frognano.accept_trigger"
+RUN_TASK = "frognano.run_issue"
+CONTROL_QUEUE_SUFFIX = "-control"  # accept tasks: fast, never behind a GPU run
+
+TriggerKind = Literal["label", "retry"]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """One request to work on an issue, as parsed from a webhook delivery."""
+
+    delivery_id: str
+    installation_id: int
+    owner: str
+    repo: str
+    issue_number: int
+    kind: TriggerKind
+    actor: str  # who labeled or commented
+    guidance: str = ""  # text after `/frognano retry`
+    comment_id: int | None = None  # the retry comment, to react to
+
+    @property
+    def issue_key(self) -> str:
+        return f"{self.owner}/{self.repo}#{self.issue_number}"
+
+    def to_kwargs(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_kwargs(cls, data: dict[str, Any]) -> Trigger:
+        return cls(**data)
