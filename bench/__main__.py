@@ -16,6 +16,9 @@ from pathlib import Path
 
 BENCHMARKS = {
     "sandbox_overhead": "Sandbox: tool-call overhead, start and teardown",
+    "prompt_reuse": "llama.cpp: prompt reuse over a 30-turn session (hybrid model)",
+    "model_residency": "llama.cpp: model residency across runs in one process",
+    "llama_speed": "llama.cpp: prefill and decode speed",
 }
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 

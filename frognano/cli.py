@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -48,7 +49,25 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--seed", type=int, help="sampling seed, recorded in the transcript")
     solve.add_argument("--keep-workspace", action="store_true",
                        help="keep the private workspace for inspection")
+    solve.add_argument("--n-ctx", type=int, default=_env_int("FROGNANO_N_CTX", 65536),
+                       help="context size for a GGUF model (default 65536, $FROGNANO_N_CTX)")
+    solve.add_argument("--n-gpu-layers", type=int,
+                       default=_env_int("FROGNANO_N_GPU_LAYERS", -1),
+                       help="layers offloaded to the GPU for a GGUF model; -1 = all "
+                            "($FROGNANO_N_GPU_LAYERS)")
+
+    from frognano.model_command import add_model_parser
+
+    add_model_parser(commands)
     return parser
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise SystemExit(f"frognano: error: {name} must be an integer, not {value!r}") from None
 
 
 def _positive(parser: argparse.ArgumentParser, name: str, value: float | None) -> None:
@@ -57,6 +76,7 @@ def _positive(parser: argparse.ArgumentParser, name: str, value: float | None) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     parser = _parser()
     args = parser.parse_args(argv)
     console = Console(stderr=False, highlight=False)
@@ -79,8 +99,13 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model, max_steps=args.max_steps, max_attempts=args.max_attempts,
             timeout_minutes=args.timeout_minutes, sandbox=args.sandbox,
             transcript=args.transcript, seed=args.seed, keep_workspace=args.keep_workspace,
+            n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
         )
         return run_solve(options, console)
+    if args.command == "model":
+        from frognano.model_command import run_model_command
+
+        return run_model_command(args, console)
     parser.error(f"unknown command {args.command}")
     return 2
 

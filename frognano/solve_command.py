@@ -29,6 +29,7 @@ from workers.local_solve import (
     unique_branch,
 )
 from workers.models.base import Sampling
+from workers.models.llama_resident import LlamaSettings
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -52,6 +53,8 @@ class SolveOptions:
     transcript: Path | None = None
     seed: int | None = None
     keep_workspace: bool = False
+    n_ctx: int = 65536
+    n_gpu_layers: int = -1
 
 
 def run_solve(opts: SolveOptions, console: Console) -> int:
@@ -84,7 +87,8 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
     if not opts.issue.strip():
         raise BadInput("the issue text is empty")
     repo = check_repository(opts.path.resolve())
-    model = build_model(opts.model, Sampling(seed=opts.seed))
+    model = build_model(opts.model, Sampling(seed=opts.seed),
+                        LlamaSettings(n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers))
     workspace, private = run_dir / "workspace", run_dir / "private"
     opts.work_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
     private.mkdir(parents=True)

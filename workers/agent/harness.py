@@ -85,7 +85,8 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
     deadline = started + limits.max_seconds
     transcript.write("run", model=model.name, test_command=test_command,
                      setup_command=setup_command, limits=limits.__dict__,
-                     sampling=getattr(getattr(model, "sampling", None), "__dict__", None))
+                     sampling=getattr(getattr(model, "sampling", None), "__dict__", None),
+                     seed=getattr(model, "seed", None))
     state = LoopState(messages=[
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": task_message(issue, test_command, guidance)},

@@ -102,7 +102,7 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Lo
                        "raw_text": turn.raw_text},
             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments,
                          "raw_arguments": c.raw_arguments} for c in turn.tool_calls],
-            parse_errors=turn.errors, observations=observations,
+            parse_errors=turn.errors, notes=turn.notes, observations=observations,
             finish_reason=turn.finish_reason, usage=turn.usage.to_dict(),
             seconds={"model": round(model_seconds, 4),
                      "tools": round(sum(o["seconds"] for o in observations), 4)},

@@ -79,7 +79,7 @@ def read_gguf_info(path: Path) -> GgufInfo:
     architecture = str(metadata.get("general.architecture") or "unknown")
     raw_file_type = metadata.get("general.file_type")
     try:
-        file_type = (LlamaFileType(raw_file_type).name.removeprefix("MOSTLY_")
+        file_type = (LlamaFileType(raw_file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
                      if raw_file_type is not None else None)
     except ValueError:
         file_type = f"unknown ({raw_file_type})"

@@ -1,0 +1,278 @@
+"""The in-process llama-cpp-python backend, with real inference (no mocks of llama.cpp).
+
+The tiny random-weight qwen35 GGUF (hybrid, like FrogNano) exercises loading,
+the embedded template, stop tokens, token-level history and state snapshots; a
+GBNF grammar makes its otherwise random output a well-formed Qwen3-Coder tool
+call, so parsing is tested on text that really came out of the sampler. The
+real Gemma 270M GGUF shows that a production model loads and generates.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+
+from tests.gguf_factory import make_tiny_qwen35, render_chat_template, special_token_ids
+from tests.test_tiny_gguf import SYSTEM_PROMPT, TOOLS
+from workers.models.base import (
+    ContextOverflow,
+    ModelLoadError,
+    ModelQueryError,
+    Sampling,
+    TurnBudget,
+)
+from workers.models.llama_cpp import LlamaCppModel, LlamaSettings
+from workers.models.llama_resident import load_resident, resident_models
+
+pytest_plugins = ("tests.conftest_gguf",)
+
+SETTINGS = LlamaSettings(n_ctx=4096, n_threads=2)
+READ_CALL_TEXT = (
+    "Let me read it.\n</think>\n\n<tool_call>\n<function=Read>\n"
+    "<parameter=file_path>\nsrc/app.py\n</parameter>\n<parameter=limit>\n5\n</parameter>\n"
+    "</function>\n</tool_call>"
+)
+READ_CALL_GRAMMAR = "root ::= " + '"' + READ_CALL_TEXT.replace("\n", "\\n") + '"'
+IM_END = special_token_ids()["<|im_end|>"]
+
+
+def task() -> list[dict[str, Any]]:
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": "Fix the subtraction bug in src/app.py."}]
+
+
+def reading_model(path: Path, seed: int = 1) -> LlamaCppModel:
+    return LlamaCppModel(path, settings=SETTINGS, sampling=Sampling(seed=seed),
+                         grammar=READ_CALL_GRAMMAR)
+
+
+def run_session(model: LlamaCppModel, turns: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """An agent loop: each turn's call is answered by a tool result."""
+    messages, results = task(), []
+    for index in range(turns):
+        turn = model.complete(messages, TOOLS, TurnBudget(max_tokens=400))
+        results.append(turn)
+        messages += [turn.to_message(),
+                     {"role": "tool", "tool_call_id": turn.tool_calls[0].id,
+                      "content": f"src/app.py\n{index + 1}. return a - b"}]
+    return messages, results
+
+
+# --- template, parsing, stop ---------------------------------------------------------------
+
+
+def test_prompt_is_the_embedded_template_with_tools(tiny_qwen35_gguf: Path) -> None:
+    model = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS, sampling=Sampling(seed=3),
+                          logit_bias={IM_END: 100.0})
+    assert model.name == "llama-cpp:tiny-qwen35.gguf"
+    assert model.seed == 3
+    text = model.render_prompt(task(), TOOLS)
+    assert text == render_chat_template(task(), TOOLS)
+    assert '{"type": "function", "function": {"name": "Read"' in text
+    turn = model.complete(task(), TOOLS, TurnBudget(max_tokens=8))
+    assert turn.usage.prompt_tokens == len(model.tokenize(text))
+    no_thinking = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS,
+                                sampling=Sampling(enable_thinking=False))
+    assert no_thinking.render_prompt(task(), TOOLS).endswith("<think>\n\n</think>\n\n")
+    assert isinstance(no_thinking.seed, int)  # drawn, to be written to the transcript
+
+
+def test_stops_at_im_end_and_caps_at_max_tokens(tiny_qwen35_gguf: Path) -> None:
+    stopping = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS, logit_bias={IM_END: 100.0})
+    turn = stopping.complete(task(), TOOLS, TurnBudget(max_tokens=8))
+    assert (turn.finish_reason, turn.usage.completion_tokens, turn.raw_text) == ("stop", 1, "")
+
+    capped = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS, logit_bias={IM_END: -100.0})
+    turn = capped.complete(task(), TOOLS, TurnBudget(max_tokens=5))
+    assert (turn.finish_reason, turn.usage.completion_tokens) == ("length", 5)
+    assert turn.usage.completion_seconds > 0 and turn.usage.prompt_seconds > 0
+
+
+def test_generated_tool_call_is_parsed_with_schema_types(tiny_qwen35_gguf: Path) -> None:
+    turn = reading_model(tiny_qwen35_gguf).complete(task(), TOOLS, TurnBudget(max_tokens=400))
+    assert turn.raw_text == READ_CALL_TEXT
+    assert turn.finish_reason == "tool_calls"
+    assert turn.reasoning == "Let me read it."
+    assert [(call.name, call.arguments) for call in turn.tool_calls] == [
+        ("Read", {"file_path": "src/app.py", "limit": 5})]
+    assert turn.errors == [] and turn.notes == []
+
+
+def test_invalid_utf8_is_replaced_and_noted(tiny_qwen35_gguf: Path) -> None:
+    # Token 255 is the lone byte 0xFF, which no UTF-8 text contains.
+    model = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS, logit_bias={255: 100.0})
+    turn = model.complete(task(), TOOLS, TurnBudget(max_tokens=3))
+    assert turn.raw_text == "\ufffd" * 3
+    assert any("not valid UTF-8" in note for note in turn.notes)
+
+
+# --- token-level history -------------------------------------------------------------------
+
+
+def test_append_only_history_evaluates_only_the_new_suffix(tiny_qwen35_gguf: Path) -> None:
+    model = reading_model(tiny_qwen35_gguf)
+    messages, turns = run_session(model, 5)
+    first = turns[0].usage
+    assert first.prompt_tokens_evaluated == first.prompt_tokens
+    for previous, turn in itertools.pairwise(turns):
+        usage = turn.usage
+        # Cached: the previous prompt and every generated token but the final
+        # <|im_end|>, which was sampled and never decoded.
+        cached = previous.usage.prompt_tokens + previous.usage.completion_tokens - 1
+        assert usage.prompt_tokens_evaluated == usage.prompt_tokens - cached
+        assert usage.prompt_tokens_evaluated < 60 < usage.prompt_tokens
+        assert not usage.full_reevaluation
+    assert model.last_prompt_path == "append"
+
+    # The appended prompt ends exactly as the template renders the new messages.
+    rendered = model.render_prompt(messages[:-2], TOOLS)
+    tail = rendered[rendered.rindex("<|im_end|>\n<|im_start|>user"):]
+    appended = model.resident.llm.detokenize(_last_prompt(model), special=True).decode()
+    assert appended.endswith(tail)
+
+    # A new instance must re-render the history: everything is evaluated again.
+    fresh = reading_model(tiny_qwen35_gguf)
+    turn = fresh.complete(messages, TOOLS, TurnBudget(max_tokens=400))
+    assert fresh.last_prompt_path == "full"
+    assert turn.usage.prompt_tokens_evaluated == turn.usage.prompt_tokens
+    assert turn.usage.full_reevaluation
+
+
+def _last_prompt(model: LlamaCppModel) -> list[int]:
+    conversation = model._conversation
+    assert conversation is not None
+    return conversation.prompt
+
+
+def test_history_that_does_not_extend_falls_back_to_a_full_render(
+        tiny_qwen35_gguf: Path) -> None:
+    model = reading_model(tiny_qwen35_gguf)
+    messages, _ = run_session(model, 2)
+    edited = [dict(message) for message in messages]
+    edited[3]["content"] = "src/app.py\n1. something else"  # an old tool result changed
+    turn = model.complete(edited, TOOLS, TurnBudget(max_tokens=400))
+    assert model.last_prompt_path == "full"
+    assert turn.usage.full_reevaluation
+    assert turn.usage.prompt_tokens_evaluated == turn.usage.prompt_tokens
+    assert any("re-rendered" in note for note in turn.notes)
+
+
+def test_retry_restores_the_snapshot_instead_of_re_evaluating(tiny_qwen35_gguf: Path) -> None:
+    model = reading_model(tiny_qwen35_gguf)
+    messages, _ = run_session(model, 2)
+    with pytest.raises(ModelQueryError, match="timed out"):
+        model.complete(messages, TOOLS, TurnBudget(max_tokens=400, timeout=0.0))
+    # The context now holds a half-generated turn; the retry starts from the
+    # snapshot one token before the prompt end: one token evaluated, no reset.
+    turn = model.complete(messages, TOOLS, TurnBudget(max_tokens=400))
+    assert model.last_prompt_path == "retry"
+    assert turn.usage.prompt_tokens_evaluated == 1
+    assert not turn.usage.full_reevaluation
+    assert turn.tool_calls[0].arguments == {"file_path": "src/app.py", "limit": 5}
+    # Asking again for the same turn (the harness discarded it) is a retry too.
+    again = model.complete(messages, TOOLS, TurnBudget(max_tokens=400))
+    assert (model.last_prompt_path, again.usage.prompt_tokens_evaluated) == ("retry", 1)
+
+
+def test_model_stays_resident_across_instances(tiny_qwen35_gguf: Path) -> None:
+    first = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS)
+    count = len(resident_models())
+    second = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS)
+    assert second.resident is first.resident
+    assert second.resident.llm is first.resident.llm
+    assert len(resident_models()) == count
+    other = LlamaCppModel(tiny_qwen35_gguf, settings=LlamaSettings(n_ctx=2048, n_threads=2))
+    assert other.resident is not first.resident  # other settings, another context
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_missing_directory_and_non_gguf_files(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="model file not found"):
+        LlamaCppModel(tmp_path / "absent.gguf", settings=SETTINGS)
+    with pytest.raises(ModelLoadError, match="is a directory"):
+        LlamaCppModel(tmp_path, settings=SETTINGS)
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model\n")
+    with pytest.raises(ModelLoadError, match="is not a GGUF file"):
+        LlamaCppModel(text, settings=SETTINGS)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    # Reading /proc/self/mem at offset 0 fails with EIO for every user, root included
+    # (a chmod 0 file would not stop root).
+    path = tmp_path / "locked.gguf"
+    path.symlink_to("/proc/self/mem")
+    with pytest.raises(ModelLoadError, match=r"cannot read the model file .*: Input/output"):
+        LlamaCppModel(path, settings=SETTINGS)
+
+
+def test_unknown_architecture(tmp_path: Path) -> None:
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "frog.gguf"
+    writer = gguf.GGUFWriter(str(path), "frogarch")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ModelLoadError, match=r"cannot load .*'frogarch'"):
+        LlamaCppModel(path, settings=SETTINGS)
+
+
+def test_gguf_without_chat_template(tmp_path: Path) -> None:
+    path = make_tiny_qwen35(tmp_path / "bare.gguf", chat_template="")
+    with pytest.raises(ModelLoadError, match="no chat template"):
+        LlamaCppModel(path, settings=SETTINGS)
+
+
+def test_context_overflow_is_raised_before_llama_cpp_fails(tiny_qwen35_gguf: Path) -> None:
+    model = LlamaCppModel(tiny_qwen35_gguf, settings=LlamaSettings(n_ctx=1024, n_threads=2))
+    with pytest.raises(ContextOverflow, match="context window holds 1024"):
+        model.complete(task(), TOOLS, TurnBudget(max_tokens=8))
+
+
+def test_conversation_the_template_rejects(tiny_qwen35_gguf: Path) -> None:
+    model = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS)
+    with pytest.raises(ModelQueryError, match="No user query"):
+        model.complete([{"role": "system", "content": "alone"}], TOOLS, TurnBudget())
+
+
+# --- the real Gemma 270M GGUF --------------------------------------------------------------
+
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>"
+    "{{ 'model' if m.role == 'assistant' else 'user' }}\n{{ m.content }}<end_of_turn>\n"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def test_real_gemma_loads_generates_and_stops(gemma_gguf: Path) -> None:
+    settings = LlamaSettings(n_ctx=512, n_threads=2)
+    with pytest.raises(ModelLoadError, match="no chat template"):
+        LlamaCppModel(gemma_gguf, settings=settings)
+    llm = load_resident(gemma_gguf, settings).llm  # the model itself is fine
+    out = llm.create_completion("The capital of France is", max_tokens=4, temperature=0.0)
+    assert out["choices"][0]["text"].strip()
+
+    sampling = Sampling(seed=0, enable_thinking=False)
+    model = LlamaCppModel(gemma_gguf, settings=settings, sampling=sampling,
+                          chat_template=GEMMA_TEMPLATE)
+    question = [{"role": "user", "content": "Say hello."}]
+    turn = model.complete(question, [], TurnBudget(max_tokens=6))
+    assert (turn.finish_reason, turn.usage.completion_tokens) == ("length", 6)
+    assert turn.content.strip()
+    end_of_turn = llm.tokenize(b"<end_of_turn>", add_bos=False, special=True)[0]
+    stopping = LlamaCppModel(gemma_gguf, settings=settings, sampling=sampling,
+                             chat_template=GEMMA_TEMPLATE, logit_bias={end_of_turn: 100.0})
+    turn = stopping.complete(question, [], TurnBudget(max_tokens=6))
+    assert (turn.finish_reason, turn.usage.completion_tokens, turn.content) == ("stop", 1, "")
