@@ -59,6 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     from frognano.model_command import add_model_parser
 
     add_model_parser(commands)
+
+    serve = commands.add_parser("serve", help="run the webhook receiver")
+    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+
+    worker = commands.add_parser("worker", help="run a Celery worker")
+    worker.add_argument("--control", action="store_true",
+                        help="take the fast accept tasks instead of runs")
+    worker.add_argument("--concurrency", type=int,
+                        help="parallel tasks (default: 1 run, or 8 accept tasks)")
     return parser
 
 
@@ -102,12 +112,33 @@ def main(argv: list[str] | None = None) -> int:
             n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
         )
         return run_solve(options, console)
+    if args.command in ("serve", "worker"):
+        return _run_service(args)
     if args.command == "model":
         from frognano.model_command import run_model_command
 
         return run_model_command(args, console)
     parser.error(f"unknown command {args.command}")
     return 2
+
+
+def _run_service(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from bot.settings import BotSettings
+
+    try:
+        settings = BotSettings()
+    except ValidationError as exc:
+        print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    if args.command == "serve":
+        from frognano.serve_command import run_serve
+
+        return run_serve(settings, args.host, args.port)
+    from frognano.worker_command import run_worker
+
+    return run_worker(settings, control=args.control, concurrency=args.concurrency)
 
 
 if __name__ == "__main__":

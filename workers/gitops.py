@@ -12,10 +12,8 @@ from pathlib import Path
 
 from sandbox.gitdiff import HARDENING, git_env
 
-BOT_IDENTITY = (
-    "-c", "user.name=FrogNano",
-    "-c", "user.email=frognano-bot@users.noreply.github.com",
-)
+Identity = tuple[str, str]  # (name, email)
+LOCAL_IDENTITY: Identity = ("FrogNano", "frognano-bot@users.noreply.github.com")
 
 
 class GitError(RuntimeError):
@@ -26,9 +24,11 @@ class GitMissing(GitError):
     """git itself cannot be run."""
 
 
-def git(cwd: Path, *args: str, check: bool = True, identity: bool = False,
+def git(cwd: Path, *args: str, check: bool = True, identity: Identity | None = None,
         timeout: float = 600) -> str:
-    argv = ["git", *HARDENING, *(BOT_IDENTITY if identity else ()), *args]
+    who = ("-c", f"user.name={identity[0]}", "-c", f"user.email={identity[1]}") \
+        if identity else ()
+    argv = ["git", *HARDENING, *who, *args]
     try:
         proc = subprocess.run(argv, cwd=cwd, env=git_env(), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=timeout, check=False)

@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workers.gitops import GitError, GitMissing, add_global_excludes, git
+from workers.gitops import (
+    LOCAL_IDENTITY,
+    GitError,
+    GitMissing,
+    Identity,
+    add_global_excludes,
+    git,
+)
 
 
 class LocalRepoError(ValueError):
@@ -65,10 +72,11 @@ def unique_branch(repo: Path, slug: str) -> str:
     return branch
 
 
-def commit_on_branch(workspace: Path, branch: str, message: str) -> str:
-    git(workspace, "checkout", "--quiet", "-b", branch)
+def commit_on_branch(workspace: Path, branch: str, message: str,
+                     identity: Identity = LOCAL_IDENTITY) -> str:
+    git(workspace, "checkout", "--quiet", "-B", branch)
     git(workspace, "add", "-A")
-    git(workspace, "commit", "--quiet", "--no-verify", "-m", message, identity=True)
+    git(workspace, "commit", "--quiet", "--no-verify", "-m", message, identity=identity)
     return git(workspace, "rev-parse", "HEAD").strip()
 
 

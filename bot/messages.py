@@ -1,0 +1,138 @@
+"""Every text the bot writes on GitHub: status comments, PR bodies, failure and refusal notes.
+
+Pure functions of plain data, so they are tested without a network. The status
+comment carries a hidden marker so it is found and edited in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STATUS_MARKER = "<!-- frognano:status -->"
+NEEDS_REVIEW_LABEL = "needs-human-review"
+OUTPUT_TAIL_CHARS = 3000
+
+
+def status_queued(position: int | None, attempt: int) -> str:
+    where = f" (position {position} in the queue)" if position else ""
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** is queued{where}. Attempt {attempt}.\n\n"
+            "I will edit this comment as the run goes.")
+
+
+def status_running(step: int, max_steps: int, attempt: int, phase: str = "working") -> str:
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** is {phase}: step {step} of {max_steps} "
+            f"(attempt {attempt}).")
+
+
+def status_done(pr_url: str, attempt: int) -> str:
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** opened a draft pull request: {pr_url} "
+            f"(attempt {attempt}). The repository's tests pass on it; it needs human review.")
+
+
+def status_failed(summary: str, attempt: int) -> str:
+    return f"{STATUS_MARKER}\n🐸 **FrogNano** could not finish (attempt {attempt}): {summary}"
+
+
+def status_superseded(attempt: int) -> str:
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano**: attempt {attempt} was superseded by a newer "
+            "trigger; nothing of it was pushed.")
+
+
+def not_allowed(actor: str) -> str:
+    return (f"@{actor} only people with write, maintain or admin permission on this "
+            "repository can start FrogNano. A maintainer can label the issue `frognano` or "
+            "comment `/frognano retry`.")
+
+
+def invalid_config(error: str) -> str:
+    return (f"🐸 **FrogNano** cannot run: the repository's configuration on the default "
+            f"branch is invalid.\n\n{error}\n\nFix it, then comment `/frognano retry`.")
+
+
+def _fence(text: str) -> str:
+    tail = text[-OUTPUT_TAIL_CHARS:]
+    fence = "````" if "```" in tail else "```"
+    return f"{fence}\n{tail.rstrip()}\n{fence}"
+
+
+@dataclass
+class RunReport:
+    """What a finished run tells the maintainer."""
+
+    issue_number: int
+    exit_reason: str
+    test_command: str
+    baseline_summary: str
+    final_summary: str
+    final_output: str
+    steps: int
+    attempts: int
+    tokens: int
+    seconds: float
+    model: str
+    transcript_url: str | None
+    changed_tests: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    test_files_changed: list[str] = field(default_factory=list)
+    summary: str = ""  # the model's final answer
+
+
+def pr_body(report: RunReport) -> str:
+    transcript = (f"[transcript]({report.transcript_url})" if report.transcript_url
+                  else "transcript kept on the worker")
+    changes = "\n".join(f"- `{c}`" for c in report.changed_tests) or "- (none reported)"
+    warnings = "\n".join(f"- ⚠️ {w}" for w in report.warnings)
+    coverage = ("The change edits or adds tests: " + ", ".join(
+        f"`{p}`" for p in report.test_files_changed) if report.test_files_changed
+                else "⚠️ The change adds or edits no test: check that the fix is covered.")
+    return "\n".join([
+        f"Fixes #{report.issue_number}",
+        "",
+        "> [!WARNING]",
+        "> Written by FrogNano, a small local model. **Needs human review** before merging.",
+        "",
+        "## Summary",
+        report.summary.strip() or "(the model gave no summary)",
+        "",
+        "## Tests",
+        f"Command: `{report.test_command}`",
+        f"- before: {report.baseline_summary}",
+        f"- after: {report.final_summary}",
+        "",
+        "Tests that changed state:",
+        changes,
+        "",
+        coverage,
+        *(["", "## Warnings", warnings] if warnings else []),
+        "",
+        "## Run",
+        f"{report.steps} steps, {report.attempts} attempt(s), {report.tokens} tokens "
+        f"generated, {report.seconds:.0f}s; model `{report.model}`; {transcript}.",
+        "",
+        "## Review checklist",
+        "- [ ] The change does what the issue asks, and nothing else",
+        "- [ ] The tests cover the fix",
+        "- [ ] No secrets, generated files or unrelated edits",
+    ])
+
+
+def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
+    lines = [
+        f"🐸 **FrogNano** did not open a pull request: `{report.exit_reason}`.",
+        "",
+        f"Tests (`{report.test_command}`): before {report.baseline_summary}; "
+        f"after {report.final_summary}.",
+    ]
+    if report.final_output.strip():
+        lines += ["", "Tail of the last test run:", _fence(report.final_output)]
+    lines += ["", f"{report.steps} steps, {report.attempts} attempt(s), {report.seconds:.0f}s."]
+    if retry_hint:
+        lines += ["", "To try again, comment `/frognano retry` (text after the command "
+                      "is passed to the model as guidance)."]
+    return "\n".join(lines)
+
+
+def refused_paths(paths: list[str]) -> str:
+    listed = ", ".join(f"`{p}`" for p in paths[:10])
+    return ("the change touches paths the bot must never push "
+            f"(workflows or protected paths): {listed}. Nothing was pushed.")

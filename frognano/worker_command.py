@@ -1,0 +1,77 @@
+"""`frognano worker`: the composition root of a worker process.
+
+Two kinds of worker share one Redis: `frognano worker` takes runs (one at a time
+per GPU with the in-process model; more with a shared model server), and
+`frognano worker --control` takes the fast accept tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from bot.settings import BotSettings
+from bot.triggers import CONTROL_QUEUE_SUFFIX
+
+log = logging.getLogger(__name__)
+
+
+class WorkerConfigError(ValueError):
+    """The worker cannot start with these settings; the message says what to set."""
+
+
+def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
+    import redis
+
+    from bot.github_client import GitHubAppClient
+    from frognano.models import build_model
+    from workers.models.base import Sampling
+    from workers.repo_cache import RepoCache
+    from workers.runtime import Runtime
+    from workers.tasks import enqueue_run
+
+    private_key = settings.private_key()
+    if settings.github_app_id is None or not private_key:
+        raise WorkerConfigError("the worker needs GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or "
+                                "GITHUB_PRIVATE_KEY_PATH); see the README's GitHub App setup")
+    if not settings.model:
+        raise WorkerConfigError("set FROGNANO_MODEL to a GGUF path or an OpenAI-compatible URL")
+    model_spec = settings.model
+    work_dir = settings.work_dir or Path(f"/var/tmp/frognano-worker-{settings.queue}")
+    return Runtime(
+        github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
+        redis=redis.Redis.from_url(settings.redis_url),
+        model_factory=lambda: build_model(model_spec, Sampling()),
+        repo_cache=RepoCache(settings.state_dir / "repos"),
+        work_dir=work_dir,
+        transcripts_dir=settings.state_dir / "transcripts",
+        enqueue_run=enqueue_run,
+        queue=settings.queue,
+        sandbox_backend=settings.sandbox,
+        public_url=settings.public_url,
+        max_run_seconds=settings.max_run_seconds,
+    )
+
+
+def run_worker(settings: BotSettings, *, control: bool, concurrency: int | None,
+               loglevel: str = "INFO") -> int:
+    from workers import runtime
+    from workers.celery_app import configure
+
+    try:
+        rt = build_runtime(settings)
+    except WorkerConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    runtime.install(rt)
+    app = configure(settings.redis_url, settings.queue, settings.max_run_seconds)
+    queue = settings.queue + (CONTROL_QUEUE_SUFFIX if control else "")
+    argv = ["worker", "--queues", queue, "--loglevel", loglevel,
+            "--hostname", f"{'control' if control else 'runs'}-%h-{id(rt):x}@%h",
+            "--without-gossip", "--without-mingle"]
+    if control:
+        argv += ["--pool", "threads", "--concurrency", str(concurrency or 8)]
+    else:
+        argv += ["--pool", "prefork", "--concurrency", str(concurrency or 1)]
+    app.worker_main(argv)
+    return 0

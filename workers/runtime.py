@@ -1,0 +1,57 @@
+"""What a worker process needs to run tasks, built once by the composition root.
+
+Tasks receive ids; everything else (GitHub client, Redis, the model, paths)
+comes from here, so the pipeline is tested by building a Runtime by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.github_api import GitHubApi
+from workers.models.base import ModelClient
+from workers.repo_cache import RepoCache
+
+
+@dataclass
+class Runtime:
+    github: GitHubApi
+    redis: Any  # redis.Redis
+    model_factory: Callable[[], ModelClient]
+    repo_cache: RepoCache
+    work_dir: Path  # reachable by the sandbox uid
+    transcripts_dir: Path
+    enqueue_run: Callable[[dict[str, Any]], None]
+    queue: str = "frognano"
+    sandbox_backend: str = "bubblewrap"
+    public_url: str | None = None
+    max_run_seconds: int = 2 * 3600
+    status_interval: float = 10.0  # seconds between edits of the status comment
+    _model: ModelClient | None = field(default=None, repr=False)
+
+    def model(self) -> ModelClient:
+        """The model, loaded once per worker process and reused across runs."""
+        if self._model is None:
+            self._model = self.model_factory()
+        return self._model
+
+    def queue_length(self) -> int:
+        return int(self.redis.llen(self.queue))
+
+
+_runtime: Runtime | None = None
+
+
+def install(runtime: Runtime) -> None:
+    global _runtime
+    _runtime = runtime
+
+
+def current() -> Runtime:
+    if _runtime is None:
+        raise RuntimeError("the worker runtime is not configured; start it with "
+                           "`frognano worker`")
+    return _runtime

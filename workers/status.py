@@ -1,0 +1,40 @@
+"""The one status comment per issue, found by its marker and edited in place."""
+
+from __future__ import annotations
+
+import time
+
+from bot.github_api import GitHubApi, RepoRef
+from bot.messages import STATUS_MARKER
+
+
+class StatusComment:
+    def __init__(self, github: GitHubApi, repo: RepoRef, issue_number: int,
+                 min_interval: float = 0.0) -> None:
+        self.github = github
+        self.repo = repo
+        self.issue_number = issue_number
+        self.min_interval = min_interval
+        self._id: int | None = None
+        self._last_edit = 0.0
+        self._last_body = ""
+
+    def _find(self) -> int | None:
+        bot = self.github.bot_login()
+        for comment in reversed(self.github.comments(self.repo, self.issue_number)):
+            if comment.author == bot and STATUS_MARKER in comment.body:
+                return comment.id
+        return None
+
+    def set(self, body: str, *, force: bool = True) -> None:
+        """Show `body`; progress updates pass force=False and are throttled."""
+        now = time.monotonic()
+        if body == self._last_body or (not force and now - self._last_edit < self.min_interval):
+            return
+        if self._id is None:
+            self._id = self._find()
+        if self._id is None:
+            self._id = self.github.comment(self.repo, self.issue_number, body)
+        else:
+            self.github.edit_comment(self.repo, self._id, body)
+        self._last_edit, self._last_body = now, body
