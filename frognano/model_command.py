@@ -30,6 +30,9 @@ def add_model_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
                       help=f"Hub repository (default {DEFAULT_REPO})")
     pull.add_argument("--quant", default=DEFAULT_QUANT,
                       help=f"quantisation, e.g. Q4_K_M, Q6_K, Q8_0 (default {DEFAULT_QUANT})")
+    path = actions.add_parser("path", help="print the path of a pulled GGUF (no download)")
+    path.add_argument("--repo", default=DEFAULT_REPO, help="Hub repository")
+    path.add_argument("--quant", default=DEFAULT_QUANT, help="quantisation")
     info = actions.add_parser("info", help="describe a GGUF file without loading its weights")
     info.add_argument("path", type=Path, help="the .gguf file")
 
@@ -38,6 +41,8 @@ def run_model_command(args: argparse.Namespace, console: Console) -> int:
     try:
         if args.model_command == "pull":
             return _pull(args.repo, args.quant, console)
+        if args.model_command == "path":
+            return _path(args.repo, args.quant, console)
         if args.model_command == "info":
             _print_info(read_gguf_info(args.path), console)
             return EXIT_OK
@@ -96,6 +101,22 @@ def _pull(repo: str, quant: str, console: Console) -> int:
                       "the in-process backend needs one")
     console.print(f"\nready. Use it with:\n  export FROGNANO_MODEL={escape(str(path))}",
                   soft_wrap=True)
+    return EXIT_OK
+
+
+def _path(repo: str, quant: str, console: Console) -> int:
+    """The cached file only: for scripts, e.g. `FROGNANO_MODEL=$(frognano model path)`."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    filename = gguf_filename(repo, quant)
+    try:
+        found = hf_hub_download(repo_id=repo, filename=filename, local_files_only=True)
+    except LocalEntryNotFoundError:
+        _error(console, f"{filename} has not been downloaded yet: run "
+                        f"`frognano model pull --repo {repo} --quant {quant}`")
+        return EXIT_FAILED
+    print(found)
     return EXIT_OK
 
 

@@ -73,10 +73,11 @@ def test_filename_follows_the_repository() -> None:
 # --- pull -------------------------------------------------------------------------------------
 
 
-def pull(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def pull(env: dict[str, str], *args: str, verb: str = "pull"
+         ) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     return subprocess.run(
-        [sys.executable, "-m", "frognano.model_command", "model", "pull", *args],
+        [sys.executable, "-m", "frognano.model_command", "model", verb, *args],
         cwd=REPO_ROOT, env={**clean, "PYTHONPATH": str(REPO_ROOT), **env},
         capture_output=True, text=True, timeout=60)
 
@@ -142,6 +143,12 @@ def test_pull_downloads_checks_and_prints_the_path(fake_hub: str, tmp_path: Path
     offline = pull({"HF_HOME": str(home), "HF_HUB_OFFLINE": "1"})
     assert offline.returncode == 0, offline.stdout + offline.stderr
     assert f"export FROGNANO_MODEL={expected}" in offline.stdout
+
+    # `model path` finds the cached file without any network, for FROGNANO_MODEL=$(…).
+    path = pull({"HF_HOME": str(home), "HF_ENDPOINT": "http://127.0.0.1:9"}, verb="path")
+    assert (path.returncode, path.stdout) == (0, f"{expected}\n")
+    absent = pull({"HF_HOME": str(tmp_path / "empty")}, verb="path")
+    assert absent.returncode == 1 and "has not been downloaded yet" in absent.stdout
 
     missing = pull({"HF_HOME": str(home), "HF_ENDPOINT": fake_hub}, "--quant", "Q2_K")
     assert missing.returncode == 1
