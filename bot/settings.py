@@ -20,6 +20,9 @@ class BotSettings(BaseSettings):
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="FROGNANO_REDIS_URL")
     model: str | None = Field(default=None, alias="FROGNANO_MODEL")
     trigger_label: str = Field(default="frognano", alias="FROGNANO_TRIGGER_LABEL")
+    bot_login: str = Field(default="frognano[bot]", alias="FROGNANO_BOT_LOGIN",
+                           description="The App's bot user (`<app slug>[bot]`); its own "
+                                       "events are ignored.")
     queue: str = Field(default="frognano", alias="FROGNANO_QUEUE")
     sandbox: str = Field(default="bubblewrap", alias="FROGNANO_SANDBOX")
     state_dir: Path = Field(default=Path.home() / ".local/state/frognano",

@@ -1,0 +1,277 @@
+"""The webhook receiver: verify, route, enqueue exactly once, answer fast.
+
+`create_app` is the only entry; it reads no environment. It makes no GitHub API calls:
+authorizing the actor is the accept task's job on the worker side.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from starlette.concurrency import run_in_threadpool
+
+from bot.enqueue import (
+    CeleryEnqueuer,
+    DeliveryLedger,
+    EnqueueError,
+    EnqueueOutcome,
+    Enqueuer,
+    enqueue_once,
+)
+from bot.events import Ignore, PayloadError, route, verify_signature
+from bot.logs import delivery_context
+from bot.settings import BotSettings
+from bot.triggers import CONTROL_QUEUE_SUFFIX, Trigger
+
+log = logging.getLogger("frognano.bot.receiver")
+
+WEBHOOK_PATH = "/webhooks/github"
+MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+DEFAULT_BOT_LOGIN = "frognano[bot]"
+REDIS_TIMEOUT_S = 1.0
+# Events kept as metric labels; anything else is counted as "other" to bound cardinality.
+_KNOWN_EVENTS = frozenset({"ping", "issues", "issue_comment"})
+
+
+def redis_client_for(url: str) -> redis.Redis:
+    """A client that fails fast: a down Redis must become a 503 in about a second."""
+    return redis.Redis.from_url(url, socket_connect_timeout=REDIS_TIMEOUT_S,
+                                socket_timeout=REDIS_TIMEOUT_S, retry=Retry(NoBackoff(), 1))
+
+
+# --- health -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """One dependency probe for /healthz: `probe` raises when unhealthy (runs in a thread)."""
+
+    name: str
+    probe: Callable[[], None]
+
+
+def redis_health_check(client: redis.Redis) -> HealthCheck:
+    def ping() -> None:
+        if not client.ping():
+            raise RuntimeError("PING was not answered with PONG")
+
+    return HealthCheck("redis", ping)
+
+
+def _run_check(check: HealthCheck) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        check.probe()
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                "ms": round((time.perf_counter() - started) * 1000, 2)}
+    return {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+class ReceiverMetrics:
+    """Prometheus metrics in a registry of their own, so several apps can live in one process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.deliveries = Counter(
+            "frognano_webhook_deliveries", "Webhook deliveries by event and outcome.",
+            ["event", "outcome"], registry=self.registry)
+        self.request_seconds = Histogram(
+            "frognano_webhook_request_seconds", "Time to answer a webhook delivery.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=self.registry)
+        self.enqueue_seconds = Histogram(
+            "frognano_enqueue_seconds", "Dedupe plus publish of the accept task.",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 2.5),
+            registry=self.registry)
+        self.health = Gauge("frognano_health_check_up", "1 when the last /healthz check passed.",
+                            ["check"], registry=self.registry)
+
+
+# --- the webhook --------------------------------------------------------------------------
+
+
+class _Reject(Exception):
+    """Answer now with `status`; `outcome` is the metric label."""
+
+    def __init__(self, status: int, outcome: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.outcome, self.message = status, outcome, message
+
+
+@dataclass
+class _Answer:
+    response: Response
+    outcome: str
+    event: str = "unverified"  # the event header is attacker-chosen until the signature holds
+
+
+class _Receiver:
+    def __init__(self, settings: BotSettings, enqueuer: Enqueuer, ledger: DeliveryLedger,
+                 metrics: ReceiverMetrics, bot_login: str | None) -> None:
+        self._secret = settings.webhook_secret
+        self._trigger_label = settings.trigger_label
+        self._enqueuer = enqueuer
+        self._ledger = ledger
+        self._metrics = metrics
+        self._bot_login = bot_login
+
+    async def __call__(self, request: Request) -> Response:
+        started = time.perf_counter()
+        delivery_id = request.headers.get("x-github-delivery")
+        with delivery_context(delivery_id):
+            answer = _Answer(Response(status_code=500), "error")
+            try:
+                answer = await self._handle(request, delivery_id)
+            except _Reject as reject:
+                answer = _Answer(JSONResponse({"error": reject.message}, reject.status),
+                                 reject.outcome, answer.event)
+            finally:
+                self._metrics.deliveries.labels(answer.event, answer.outcome).inc()
+                self._metrics.request_seconds.observe(time.perf_counter() - started)
+            log.info("delivery %s", answer.outcome, extra={
+                "event": request.headers.get("x-github-event"), "outcome": answer.outcome,
+                "status": answer.response.status_code})
+            return answer.response
+
+    async def _handle(self, request: Request, delivery_id: str | None) -> _Answer:
+        if not self._secret:
+            raise _Reject(503, "not_configured", "GITHUB_WEBHOOK_SECRET is not set: the "
+                          "receiver refuses unsigned deliveries")
+        body = await _read_capped(request, MAX_BODY_BYTES)
+        if not verify_signature(self._secret, body,
+                                request.headers.get("x-hub-signature-256")):
+            raise _Reject(401, "bad_signature", "missing or bad X-Hub-Signature-256")
+        event_name = request.headers.get("x-github-event")
+        if not event_name or not delivery_id:
+            raise _Reject(400, "bad_request", "missing X-GitHub-Event or X-GitHub-Delivery")
+        event = event_name if event_name in _KNOWN_EVENTS else "other"
+        if event_name == "ping":
+            return _Answer(JSONResponse({"pong": True}, 200), "ping", event)
+        try:
+            payload = json.loads(body)
+            decision = route(event_name, payload, trigger_label=self._trigger_label,
+                             bot_login=self._bot_login, delivery_id=delivery_id)
+        except (ValueError, PayloadError) as exc:  # JSONDecodeError is a ValueError
+            return _Answer(JSONResponse({"error": f"bad payload: {exc}"}, 400),
+                           "bad_request", event)
+        if isinstance(decision, Ignore):
+            log.info("ignored: %s", decision.reason)
+            return _Answer(Response(status_code=204), "ignored", event)
+        return await self._enqueue(decision, event)
+
+    async def _enqueue(self, trigger: Trigger, event: str) -> _Answer:
+        started = time.perf_counter()
+        try:
+            outcome: EnqueueOutcome = await run_in_threadpool(
+                enqueue_once, self._ledger, self._enqueuer, trigger)
+        except (redis.RedisError, EnqueueError) as exc:
+            log.warning("broker unavailable: %s", exc)
+            return _Answer(JSONResponse({"error": "broker unavailable, redeliver later"}, 503),
+                           "unavailable", event)
+        finally:
+            self._metrics.enqueue_seconds.observe(time.perf_counter() - started)
+        if outcome.status == "queued":
+            log.info("queued %s trigger for %s", trigger.kind, trigger.issue_key,
+                     extra={"task_id": outcome.task_id})
+            return _Answer(JSONResponse({"queued": True, "task_id": outcome.task_id}, 202),
+                           "queued", event)
+        if outcome.status == "duplicate":
+            return _Answer(JSONResponse({"duplicate": True, "task_id": outcome.task_id}, 200),
+                           "duplicate", event)
+        # Another copy of this delivery is being enqueued right now; it answers for both.
+        return _Answer(JSONResponse({"duplicate": True, "in_progress": True}, 409,
+                                    headers={"Retry-After": "5"}), "in_progress", event)
+
+
+async def _read_capped(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise _Reject(400, "bad_request", "bad Content-Length")
+        if int(declared) > limit:
+            raise _Reject(413, "too_large", f"body over {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # chunked bodies have no Content-Length to trust
+        size += len(chunk)
+        if size > limit:
+            raise _Reject(413, "too_large", f"body over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# --- the app ------------------------------------------------------------------------------
+
+
+def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
+               redis_client: redis.Redis | None = None,
+               health_checks: Sequence[HealthCheck] = (),
+               bot_login: str | None = DEFAULT_BOT_LOGIN) -> FastAPI:
+    """The receiver. What it is given, the caller closes; what it creates, it closes.
+
+    `health_checks` are probed by /healthz after Redis (the run store's database goes here).
+    """
+    owned: list[Callable[[], Any]] = []
+    if redis_client is None:
+        redis_client = redis_client_for(settings.redis_url)
+        owned.append(redis_client.close)
+    if enqueuer is None:
+        celery_enqueuer = CeleryEnqueuer(settings.redis_url,
+                                         settings.queue + CONTROL_QUEUE_SUFFIX)
+        owned.append(celery_enqueuer.close)
+        enqueuer = celery_enqueuer
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        for close in owned:
+            close()
+
+    app = FastAPI(title="frognano-bot receiver", lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    metrics = ReceiverMetrics()
+    checks = [redis_health_check(redis_client), *health_checks]
+    receiver = _Receiver(settings, enqueuer, DeliveryLedger(redis_client), metrics, bot_login)
+    app.state.metrics = metrics
+
+    @app.post(WEBHOOK_PATH, include_in_schema=False)
+    async def receive_webhook(request: Request) -> Response:
+        return await receiver(request)
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        results = {check.name: await run_in_threadpool(_run_check, check) for check in checks}
+        for name, result in results.items():
+            metrics.health.labels(name).set(1 if result["ok"] else 0)
+        healthy = all(result["ok"] for result in results.values())
+        return JSONResponse({"status": "ok" if healthy else "unavailable", "checks": results},
+                            200 if healthy else 503)
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

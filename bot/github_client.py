@@ -1,0 +1,317 @@
+"""`GitHubApi` implemented with githubkit, authenticated as a GitHub App.
+
+The only module of the project that imports githubkit. Every call runs through
+`_call`, which retries transient failures (5xx, connection errors, secondary
+rate limits) with a capped wait and turns everything else into `GitHubError`.
+Messages name the method, the route and the status; they never carry a token.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
+from githubkit.cache import MemCacheStrategy
+from githubkit.exception import GitHubException, RateLimitExceeded, RequestError, RequestFailed
+
+from bot.github_api import (
+    CommentInfo,
+    GitHubError,
+    IssueInfo,
+    Permission,
+    PullInfo,
+    RepoRef,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_PERMISSIONS: tuple[Permission, ...] = ("admin", "maintain", "write", "triage", "read", "none")
+
+
+def clone_host_url(api_url: str) -> str:
+    """The git host that goes with a REST API URL, as `scheme://host`.
+
+    api.github.com -> https://github.com; GitHub Enterprise `https://HOST/api/v3`
+    -> https://HOST; any other URL (the local fake in tests) -> its own scheme
+    and host, because that server also speaks git smart HTTP.
+    """
+    parts = urlsplit(api_url)
+    if parts.hostname == "api.github.com":
+        return "https://github.com"
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class GitHubAppClient:
+    """The bot's GitHub verbs, for one App, against github.com, GHES or a fake."""
+
+    def __init__(self, app_id: int, private_key: str, api_url: str = "https://api.github.com",
+                 *, max_attempts: int = 4, backoff_seconds: float = 1.0,
+                 max_retry_wait_seconds: float = 60.0, timeout_seconds: float = 30.0) -> None:
+        self._app_id = app_id
+        self._private_key = private_key
+        self._api_url = api_url.rstrip("/")
+        self._max_attempts = max(1, max_attempts)
+        self._backoff_seconds = backoff_seconds
+        self._max_retry_wait_seconds = max_retry_wait_seconds
+        # Our own retry loop decides about retries (capped waits, typed errors);
+        # the HTTP cache is off because the bot must always re-read the truth.
+        # githubkit's default token cache is one per process, keyed by App id alone:
+        # a cache of our own keeps JWTs and installation tokens to this key and host.
+        self._app = GitHub(AppAuthStrategy(str(app_id), private_key), base_url=self._api_url,
+                           auto_retry=False, http_cache=False, timeout=timeout_seconds,
+                           cache_strategy=MemCacheStrategy())
+        self._installations: dict[int, GitHub[Any]] = {}
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _as_installation(self, repo: RepoRef) -> GitHub[Any]:
+        gh = self._installations.get(repo.installation_id)
+        if gh is None:
+            # githubkit keeps the minted token in memory only, until it expires.
+            gh = self._app.with_auth(AppInstallationAuthStrategy(
+                str(self._app_id), self._private_key, repo.installation_id))
+            self._installations[repo.installation_id] = gh
+        return gh
+
+    def _call(self, what: str, request: Callable[[], T],
+              ok_statuses: tuple[int, ...] = ()) -> T | None:
+        """Run `request` with retries; None when it failed with one of `ok_statuses`."""
+        last_status: int | None = None
+        for attempt in range(1, self._max_attempts + 1):
+            try:
+                return request()
+            except RateLimitExceeded as exc:
+                last_status = exc.response.status_code
+                wait = min(exc.retry_after.total_seconds(), self._max_retry_wait_seconds)
+                reason = f"rate limited ({last_status})"
+            except RequestFailed as exc:
+                last_status = exc.response.status_code
+                if last_status in ok_statuses:
+                    return None
+                if last_status < 500:
+                    raise GitHubError(f"{what}: GitHub answered {last_status}: "
+                                      f"{_error_message(exc)}", last_status) from None
+                wait = self._backoff(attempt)
+                reason = f"server error ({last_status})"
+            except RequestError as exc:
+                last_status = None
+                wait = self._backoff(attempt)
+                reason = f"connection error ({type(exc.exc).__name__})"
+            except GitHubException as exc:  # e.g. a malformed private key
+                raise GitHubError(f"{what}: {type(exc).__name__}") from None
+            if attempt == self._max_attempts:
+                break
+            log.warning("%s: %s, retrying in %.1fs (attempt %d of %d)", what, reason, wait,
+                        attempt, self._max_attempts)
+            time.sleep(wait)
+        raise GitHubError(f"{what}: gave up after {self._max_attempts} attempts: {reason}",
+                          last_status)
+
+    def _must(self, what: str, request: Callable[[], T]) -> T:
+        result = self._call(what, request)
+        assert result is not None  # no ok_statuses given, so failures raised
+        return result
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self._backoff_seconds * 2 ** (attempt - 1), self._max_retry_wait_seconds)
+
+    # -- identity and repository ----------------------------------------------------------
+
+    def installation_token(self, repo: RepoRef) -> str:
+        response = self._must(
+            f"mint installation token for {repo.full_name}",
+            lambda: self._app.rest.apps.create_installation_access_token(repo.installation_id))
+        return response.parsed_data.token
+
+    def clone_url(self, repo: RepoRef) -> str:
+        return f"{clone_host_url(self._api_url)}/{repo.owner}/{repo.name}.git"
+
+    def bot_login(self) -> str:
+        response = self._must("GET /app", lambda: self._app.rest.apps.get_authenticated())
+        app = response.parsed_data
+        if app is None or not app.slug:
+            raise GitHubError("GET /app: the App has no slug")
+        return f"{app.slug}[bot]"
+
+    def default_branch(self, repo: RepoRef) -> str:
+        gh = self._as_installation(repo)
+        response = self._must(f"GET repo {repo.full_name}",
+                              lambda: gh.rest.repos.get(repo.owner, repo.name))
+        return response.parsed_data.default_branch
+
+    def read_file(self, repo: RepoRef, path: str, ref: str) -> str | None:
+        gh = self._as_installation(repo)
+        response = self._call(f"GET {repo.full_name}:{path}@{ref}",
+                              lambda: gh.rest.repos.get_content(repo.owner, repo.name, path,
+                                                                ref=ref),
+                              ok_statuses=(404,))
+        if response is None:
+            return None
+        content = response.parsed_data
+        if isinstance(content, list) or content.type != "file":
+            return None  # a directory, symlink or submodule is not a readable file
+        return base64.b64decode(content.content).decode("utf-8", errors="replace")
+
+    def permission(self, repo: RepoRef, username: str) -> Permission:
+        gh = self._as_installation(repo)
+        response = self._call(
+            f"GET permission of {username} on {repo.full_name}",
+            lambda: gh.rest.repos.get_collaborator_permission_level(repo.owner, repo.name,
+                                                                    username),
+            ok_statuses=(404,))
+        if response is None:
+            return "none"
+        data = response.parsed_data
+        # `permission` only knows admin/write/read/none; `role_name` also says maintain
+        # and triage (or a custom role's name, where `permission` is the safe answer).
+        for candidate in (data.role_name, data.permission):
+            if candidate in _PERMISSIONS:
+                return candidate  # type: ignore[return-value]
+        return "none"
+
+    # -- issues and comments ------------------------------------------------------------
+
+    def issue(self, repo: RepoRef, number: int) -> IssueInfo:
+        gh = self._as_installation(repo)
+        data = self._must(f"GET issue {repo.full_name}#{number}",
+                          lambda: gh.rest.issues.get(repo.owner, repo.name, number)).parsed_data
+        return IssueInfo(number=data.number, title=data.title, body=data.body or "",
+                         state=data.state, author=data.user.login if data.user else "",
+                         is_pull_request=bool(data.pull_request))
+
+    def comments(self, repo: RepoRef, number: int) -> list[CommentInfo]:
+        gh = self._as_installation(repo)
+
+        def fetch_all() -> list[CommentInfo]:
+            pages = gh.rest.paginate(gh.rest.issues.list_comments, owner=repo.owner, repo=repo.name,
+                                issue_number=number, per_page=100)
+            return [CommentInfo(id=c.id, author=c.user.login if c.user else "",
+                                body=c.body or "") for c in pages]
+
+        return self._must(f"GET comments of {repo.full_name}#{number}", fetch_all)
+
+    def comment(self, repo: RepoRef, number: int, body: str) -> int:
+        gh = self._as_installation(repo)
+        response = self._must(
+            f"POST comment on {repo.full_name}#{number}",
+            lambda: gh.rest.issues.create_comment(repo.owner, repo.name, number, body=body))
+        return response.parsed_data.id
+
+    def edit_comment(self, repo: RepoRef, comment_id: int, body: str) -> None:
+        gh = self._as_installation(repo)
+        self._must(f"PATCH comment {comment_id} on {repo.full_name}",
+                   lambda: gh.rest.issues.update_comment(repo.owner, repo.name, comment_id,
+                                                         body=body))
+
+    def react(self, repo: RepoRef, content: str, *, issue_number: int | None = None,
+              comment_id: int | None = None) -> None:
+        if (issue_number is None) == (comment_id is None):
+            raise ValueError("react to exactly one of issue_number or comment_id")
+        gh = self._as_installation(repo)
+        if comment_id is not None:
+            self._must(f"POST reaction on comment {comment_id} of {repo.full_name}",
+                       lambda: gh.rest.reactions.create_for_issue_comment(
+                           repo.owner, repo.name, comment_id, content=content))  # type: ignore[arg-type]
+        else:
+            assert issue_number is not None
+            self._must(f"POST reaction on {repo.full_name}#{issue_number}",
+                       lambda: gh.rest.reactions.create_for_issue(
+                           repo.owner, repo.name, issue_number, content=content))  # type: ignore[arg-type]
+
+    # -- labels ---------------------------------------------------------------------------
+
+    def ensure_label(self, repo: RepoRef, name: str, color: str, description: str) -> None:
+        gh = self._as_installation(repo)
+        existing = self._call(f"GET label {name!r} of {repo.full_name}",
+                              lambda: gh.rest.issues.get_label(repo.owner, repo.name, name),
+                              ok_statuses=(404,))
+        if existing is not None:
+            return
+        try:
+            self._must(f"POST label {name!r} on {repo.full_name}",
+                       lambda: gh.rest.issues.create_label(
+                           repo.owner, repo.name, name=name, color=color.lstrip("#"),
+                           description=description))
+        except GitHubError as exc:
+            # Someone (maybe a concurrent run) created it between our GET and POST.
+            if exc.status != 422 or "already_exists" not in str(exc):
+                raise
+
+    def add_labels(self, repo: RepoRef, number: int, labels: list[str]) -> None:
+        gh = self._as_installation(repo)
+        self._must(f"POST labels on {repo.full_name}#{number}",
+                   lambda: gh.rest.issues.add_labels(repo.owner, repo.name, number,
+                                                     data={"labels": labels}))
+
+    # -- pull requests --------------------------------------------------------------------
+
+    def find_open_pull(self, repo: RepoRef, head_branch: str) -> PullInfo | None:
+        gh = self._as_installation(repo)
+        response = self._must(
+            f"GET pulls of {repo.full_name} with head {head_branch}",
+            lambda: gh.rest.pulls.list(repo.owner, repo.name,
+                                       head=f"{repo.owner}:{head_branch}", state="open"))
+        pulls = response.parsed_data
+        return _pull_info(pulls[0]) if pulls else None
+
+    def open_draft_pull(self, repo: RepoRef, *, title: str, body: str, head: str,
+                        base: str) -> PullInfo:
+        gh = self._as_installation(repo)
+        response = self._must(
+            f"POST draft pull {head} -> {base} on {repo.full_name}",
+            lambda: gh.rest.pulls.create(repo.owner, repo.name, title=title, body=body,
+                                         head=head, base=base, draft=True))
+        return _pull_info(response.parsed_data)
+
+    def update_pull(self, repo: RepoRef, number: int, *, title: str, body: str) -> PullInfo:
+        gh = self._as_installation(repo)
+        response = self._must(
+            f"PATCH pull {repo.full_name}#{number}",
+            lambda: gh.rest.pulls.update(repo.owner, repo.name, number, title=title,
+                                         body=body))
+        return _pull_info(response.parsed_data)
+
+    def request_review(self, repo: RepoRef, number: int, reviewers: list[str]) -> None:
+        if not reviewers:
+            return
+        gh = self._as_installation(repo)
+        try:
+            self._must(f"POST review request on {repo.full_name}#{number}",
+                       lambda: gh.rest.pulls.request_reviewers(repo.owner, repo.name, number,
+                                                               reviewers=reviewers))
+        except GitHubError as exc:
+            # GitHub refuses to ask a PR's author to review it; where the trigger is
+            # also the author there is nobody else to ask, and that is not a failure.
+            if exc.status == 422 and "author" in str(exc).lower():
+                log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
+                return
+            raise
+
+
+def _pull_info(pull: Any) -> PullInfo:
+    """From githubkit's PullRequest or PullRequestSimple (same fields for these)."""
+    return PullInfo(number=pull.number, url=pull.html_url, head=pull.head.ref,
+                    state=pull.state, draft=bool(pull.draft))
+
+
+def _error_message(exc: RequestFailed) -> str:
+    """GitHub's own `message` (and error codes), short; never request headers."""
+    try:
+        payload = exc.response.json()
+    except ValueError:
+        return exc.response.text[:200]
+    if not isinstance(payload, dict):
+        return str(payload)[:200]
+    message = str(payload.get("message", ""))
+    errors = payload.get("errors")
+    if isinstance(errors, list) and errors:
+        details = [e.get("message") or e.get("code") if isinstance(e, dict) else str(e)
+                   for e in errors]
+        message += f" ({', '.join(str(d) for d in details)})"
+    return message[:500]

@@ -1,0 +1,213 @@
+"""Signature, payload parsing and routing: pure functions, no HTTP."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from bot.events import (
+    Ignore,
+    PayloadError,
+    parse_issue_comment_event,
+    parse_retry_command,
+    route,
+    sign,
+    verify_signature,
+)
+from bot.triggers import Trigger
+
+SECRET = "It's a Secret to Everybody"
+BOT = "frognano[bot]"
+
+
+def labeled(label: str = "frognano", sender: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "action": "labeled",
+        "issue": {"number": 7, "title": "add() is broken", "user": {"login": "carol"}},
+        "label": {"id": 1, "name": label, "color": "00ff00"},
+        "repository": {"id": 9, "name": "calc", "full_name": "acme/calc",
+                       "owner": {"login": "acme", "type": "Organization"}},
+        "sender": sender or {"login": "alice", "type": "User"},
+        "installation": {"id": 42, "node_id": "x"},
+    }
+
+
+def commented(body: str, *, pull_request: bool = False,
+              sender: dict[str, Any] | None = None) -> dict[str, Any]:
+    sender = sender or {"login": "bob", "type": "User"}
+    issue: dict[str, Any] = {"number": 7, "title": "add() is broken"}
+    if pull_request:
+        issue["pull_request"] = {"url": "https://api.github.com/repos/acme/calc/pulls/7"}
+    return {
+        "action": "created",
+        "issue": issue,
+        "comment": {"id": 555, "body": body, "user": sender},
+        "repository": {"name": "calc", "owner": {"login": "acme"}},
+        "sender": sender,
+        "installation": {"id": 42},
+    }
+
+
+def do_route(event: str, payload: Any, bot_login: str | None = BOT) -> Trigger | Ignore:
+    return route(event, payload, trigger_label="frognano", bot_login=bot_login,
+                 delivery_id="d-1")
+
+
+# --- signature ------------------------------------------------------------------------------
+
+
+def test_signature_matches_githubs_documented_example() -> None:
+    # https://docs.github.com/webhooks/using-webhooks/validating-webhook-deliveries
+    header = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert verify_signature(SECRET, b"Hello, World!", header)
+    assert sign(SECRET, b"Hello, World!") == header
+
+
+@pytest.mark.parametrize("header", [
+    None, "", "sha256=", "sha1=757107ea0eb2509fc211221cce984b8a37570b6d",
+    "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+    "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e18",
+    "sha256=ünïcödé",
+])
+def test_bad_or_missing_signature_is_refused(header: str | None) -> None:
+    assert not verify_signature(SECRET, b"Hello, World!", header)
+
+
+def test_signature_covers_the_body_and_the_secret() -> None:
+    header = sign(SECRET, b"{}")
+    assert not verify_signature(SECRET, b"{} ", header)
+    assert not verify_signature("other", b"{}", header)
+    assert not verify_signature("", b"{}", sign("", b"{}"))  # no secret never verifies
+
+
+# --- label -----------------------------------------------------------------------------------
+
+
+def test_trigger_label_starts_a_run() -> None:
+    assert do_route("issues", labeled()) == Trigger(
+        delivery_id="d-1", installation_id=42, owner="acme", repo="calc", issue_number=7,
+        kind="label", actor="alice")
+
+
+def test_label_matches_regardless_of_case_like_github() -> None:
+    assert isinstance(do_route("issues", labeled("FrogNano")), Trigger)
+
+
+@pytest.mark.parametrize("payload", [
+    labeled("bug"), {**labeled(), "action": "unlabeled"}, {**labeled(), "action": "opened"}])
+def test_other_labels_and_actions_are_ignored(payload: dict[str, Any]) -> None:
+    assert isinstance(do_route("issues", payload), Ignore)
+
+
+def test_label_by_the_bot_itself_is_ignored() -> None:
+    decision = do_route("issues", labeled(sender={"login": "frognano[bot]", "type": "Bot"}))
+    assert decision == Ignore("sent by the bot itself")
+
+
+def test_label_by_another_bot_starts_a_run() -> None:
+    payload = labeled(sender={"login": "triage[bot]", "type": "Bot"})
+    assert isinstance(do_route("issues", payload), Trigger)
+
+
+# --- retry -----------------------------------------------------------------------------------
+
+
+def test_retry_comment_carries_the_guidance_and_comment_id() -> None:
+    decision = do_route("issue_comment", commented(
+        "  /frognano retry look at calc.py\nthe sign is wrong\n\n"))
+    assert decision == Trigger(
+        delivery_id="d-1", installation_id=42, owner="acme", repo="calc", issue_number=7,
+        kind="retry", actor="bob", guidance="look at calc.py\nthe sign is wrong",
+        comment_id=555)
+
+
+@pytest.mark.parametrize(("body", "guidance"), [
+    ("/frognano retry", ""),
+    ("/frognano retry\n", ""),
+    ("\n\t/frognano retry\nuse the fast path", "use the fast path"),
+    ("/frognano retry   x  ", "x"),
+])
+def test_retry_command_parsing(body: str, guidance: str) -> None:
+    assert parse_retry_command(body) == guidance
+
+
+@pytest.mark.parametrize("body", [
+    "/Frognano retry", "/frognano retrying", "please /frognano retry", "/frognano", "", None,
+    "> /frognano retry",
+])
+def test_not_a_retry_command(body: str | None) -> None:
+    assert parse_retry_command(body) is None
+
+
+def test_plain_comment_is_ignored() -> None:
+    assert isinstance(do_route("issue_comment", commented("thanks!")), Ignore)
+
+
+def test_retry_on_a_pull_request_is_ignored() -> None:
+    decision = do_route("issue_comment", commented("/frognano retry", pull_request=True))
+    assert decision == Ignore("comment on a pull request")
+
+
+@pytest.mark.parametrize("bot_login", ["frognano[bot]", "frognano", "FrogNano[bot]"])
+def test_own_comment_is_ignored(bot_login: str) -> None:
+    payload = commented("/frognano retry\nfrom a failure comment",
+                        sender={"login": "frognano[bot]", "type": "Bot"})
+    assert do_route("issue_comment", payload, bot_login=bot_login) == Ignore(
+        "sent by the bot itself")
+
+
+def test_a_human_named_like_the_app_slug_is_not_the_bot() -> None:
+    payload = commented("/frognano retry", sender={"login": "frognano", "type": "User"})
+    assert isinstance(do_route("issue_comment", payload, bot_login="frognano"), Trigger)
+
+
+@pytest.mark.parametrize("action", ["edited", "deleted"])
+def test_edited_or_deleted_comments_are_ignored(action: str) -> None:
+    assert isinstance(do_route("issue_comment", {**commented("/frognano retry"),
+                                                 "action": action}), Ignore)
+
+
+# --- other events and bad shapes ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["push", "pull_request", "installation", "star"])
+def test_other_events_are_ignored(event: str) -> None:
+    assert isinstance(do_route(event, {"action": "created", "anything": 1}), Ignore)
+
+
+def _without(payload: dict[str, Any], *path: str) -> dict[str, Any]:
+    broken = copy.deepcopy(payload)
+    target = broken
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    return broken
+
+
+@pytest.mark.parametrize(("event", "payload"), [
+    ("issues", _without(labeled(), "installation")),
+    ("issues", _without(labeled(), "installation", "id")),
+    ("issues", _without(labeled(), "label")),
+    ("issues", _without(labeled(), "issue", "number")),
+    ("issues", {**labeled(), "issue": {"number": "seven"}}),
+    ("issues", _without(labeled(), "action")),
+    ("issues", [labeled()]),
+    ("issues", "labeled"),
+    ("issue_comment", _without(commented("/frognano retry"), "comment")),
+    ("issue_comment", _without(commented("/frognano retry"), "sender", "login")),
+    ("issue_comment", _without(commented("/frognano retry"), "installation")),
+])
+def test_malformed_payloads_raise(event: str, payload: Any) -> None:
+    with pytest.raises(PayloadError):
+        do_route(event, payload)
+
+
+def test_payload_error_names_the_missing_field() -> None:
+    with pytest.raises(PayloadError, match=r"installation: Field required"):
+        parse_issue_comment_event(_without(commented("x"), "installation"))
+
+
+def test_ignored_actions_do_not_need_the_full_shape() -> None:
+    assert isinstance(do_route("issues", {"action": "opened"}), Ignore)
