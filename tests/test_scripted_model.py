@@ -48,7 +48,11 @@ def test_helpers_and_exhaustion() -> None:
         ]),
         final_answer("Fixed add()."),
     ])
-    turns = [model.complete(TASK, TOOLS, BUDGET) for _ in range(5)]
+    messages = list(TASK)
+    turns = []
+    for _ in range(5):
+        turns.append(model.complete(messages, TOOLS, BUDGET))
+        messages.append(turns[-1].to_message())
     assert [[c.name for c in t.tool_calls] for t in turns] == [
         ["Bash"], ["Edit", "Bash"], [], [], []]
     assert turns[0].tool_calls[0].arguments == {"command": "pytest -q", "timeout": 60}
@@ -57,6 +61,16 @@ def test_helpers_and_exhaustion() -> None:
     assert turns[3].content == DEFAULT_FINAL_ANSWER
     assert turns[4].finish_reason == "stop" and turns[4].tool_calls == []
     assert model.remaining == 0 and len(model.requests) == 5
+
+
+def test_a_new_conversation_replays_the_script() -> None:
+    model = ScriptedModel([think_and_call("Look.", "Bash", command="ls"),
+                           final_answer("Done.")])
+    for _ in range(2):  # one resident model, two runs
+        first = model.complete(TASK, TOOLS, BUDGET)
+        second = model.complete([*TASK, first.to_message()], TOOLS, BUDGET)
+        assert [c.name for c in first.tool_calls] == ["Bash"]
+        assert second.content == "Done."
 
 
 def test_callable_step_sees_observations() -> None:

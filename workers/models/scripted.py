@@ -51,15 +51,20 @@ class ScriptedModel:
         self._steps = list(steps)
         self._final_text = final_text or final_answer(DEFAULT_FINAL_ANSWER)
         self._next_call = 0
+        self._offset = 0
         self.requests: list[list[dict[str, Any]]] = []  # the messages of every call, for asserts
 
     @property
     def remaining(self) -> int:
-        return max(0, len(self._steps) - len(self.requests))
+        return max(0, len(self._steps) - (len(self.requests) - self._offset))
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  budget: TurnBudget) -> Turn:
-        index = len(self.requests)
+        if not any(m.get("role") == "assistant" for m in messages):
+            # A new conversation replays the script from its start, so one resident model
+            # (as a worker keeps) serves run after run.
+            self._offset = len(self.requests)
+        index = len(self.requests) - self._offset
         self.requests.append(json.loads(json.dumps(messages)))  # a snapshot, not a live view
         step = self._steps[index] if index < len(self._steps) else self._final_text
         if isinstance(step, BaseException):
