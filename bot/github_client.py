@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar, cast, get_args
 from urllib.parse import urlsplit
 
 from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
@@ -27,10 +27,12 @@ from bot.github_api import (
     PullInfo,
     RepoRef,
 )
+from bot.settings import BotSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+ReactionContent = Literal["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"]
 _PERMISSIONS: tuple[Permission, ...] = ("admin", "maintain", "write", "triage", "read", "none")
 
 
@@ -59,6 +61,7 @@ class GitHubAppClient:
         self._max_attempts = max(1, max_attempts)
         self._backoff_seconds = backoff_seconds
         self._max_retry_wait_seconds = max_retry_wait_seconds
+        self._timeout_seconds = timeout_seconds
         # Our own retry loop decides about retries (capped waits, typed errors);
         # the HTTP cache is off because the bot must always re-read the truth.
         # githubkit's default token cache is one per process, keyed by App id alone:
@@ -68,24 +71,41 @@ class GitHubAppClient:
                            cache_strategy=MemCacheStrategy())
         self._installations: dict[int, GitHub[Any]] = {}
 
+    @classmethod
+    def from_settings(cls, settings: BotSettings) -> GitHubAppClient:
+        private_key = settings.private_key()
+        if settings.github_app_id is None or not private_key:
+            raise GitHubError("set GITHUB_APP_ID and GITHUB_PRIVATE_KEY (or _PATH)")
+        return cls(settings.github_app_id, private_key, settings.github_api_url)
+
     # -- plumbing -----------------------------------------------------------------------
 
-    def _as_installation(self, repo: RepoRef) -> GitHub[Any]:
+    def _client(self, repo: RepoRef | None) -> GitHub[Any]:
+        """The App itself (JWT) for None, else the installation that can see `repo`."""
+        if repo is None:
+            return self._app
         gh = self._installations.get(repo.installation_id)
         if gh is None:
-            # githubkit keeps the minted token in memory only, until it expires.
-            gh = self._app.with_auth(AppInstallationAuthStrategy(
-                str(self._app_id), self._private_key, repo.installation_id))
+            # Its own cache: the minted token lives in this object's memory only, and
+            # forgetting the object (after a 401) forgets the token too.
+            gh = GitHub(AppInstallationAuthStrategy(str(self._app_id), self._private_key,
+                                                    repo.installation_id),
+                        base_url=self._api_url, auto_retry=False, http_cache=False,
+                        timeout=self._timeout_seconds, cache_strategy=MemCacheStrategy())
             self._installations[repo.installation_id] = gh
         return gh
 
-    def _call(self, what: str, request: Callable[[], T],
+    def _call(self, repo: RepoRef | None, what: str, request: Callable[[GitHub[Any]], T],
               ok_statuses: tuple[int, ...] = ()) -> T | None:
         """Run `request` with retries; None when it failed with one of `ok_statuses`."""
         last_status: int | None = None
-        for attempt in range(1, self._max_attempts + 1):
+        reason = ""
+        token_refreshed = False
+        attempt = 0
+        while attempt < self._max_attempts:
+            attempt += 1
             try:
-                return request()
+                return request(self._client(repo))
             except RateLimitExceeded as exc:
                 last_status = exc.response.status_code
                 wait = min(exc.retry_after.total_seconds(), self._max_retry_wait_seconds)
@@ -94,6 +114,12 @@ class GitHubAppClient:
                 last_status = exc.response.status_code
                 if last_status in ok_statuses:
                     return None
+                if last_status == 401 and repo is not None and not token_refreshed:
+                    # A revoked or expired installation token: mint a new one, once.
+                    self._installations.pop(repo.installation_id, None)
+                    token_refreshed = True
+                    attempt -= 1
+                    continue
                 if last_status < 500:
                     raise GitHubError(f"{what}: GitHub answered {last_status}: "
                                       f"{_error_message(exc)}", last_status) from None
@@ -113,8 +139,9 @@ class GitHubAppClient:
         raise GitHubError(f"{what}: gave up after {self._max_attempts} attempts: {reason}",
                           last_status)
 
-    def _must(self, what: str, request: Callable[[], T]) -> T:
-        result = self._call(what, request)
+    def _must(self, repo: RepoRef | None, what: str,
+              request: Callable[[GitHub[Any]], T]) -> T:
+        result = self._call(repo, what, request)
         assert result is not None  # no ok_statuses given, so failures raised
         return result
 
@@ -125,31 +152,29 @@ class GitHubAppClient:
 
     def installation_token(self, repo: RepoRef) -> str:
         response = self._must(
-            f"mint installation token for {repo.full_name}",
-            lambda: self._app.rest.apps.create_installation_access_token(repo.installation_id))
+            None, f"mint installation token for {repo.full_name}",
+            lambda gh: gh.rest.apps.create_installation_access_token(repo.installation_id))
         return response.parsed_data.token
 
     def clone_url(self, repo: RepoRef) -> str:
         return f"{clone_host_url(self._api_url)}/{repo.owner}/{repo.name}.git"
 
     def bot_login(self) -> str:
-        response = self._must("GET /app", lambda: self._app.rest.apps.get_authenticated())
+        response = self._must(None, "GET /app", lambda gh: gh.rest.apps.get_authenticated())
         app = response.parsed_data
         if app is None or not app.slug:
             raise GitHubError("GET /app: the App has no slug")
         return f"{app.slug}[bot]"
 
     def default_branch(self, repo: RepoRef) -> str:
-        gh = self._as_installation(repo)
-        response = self._must(f"GET repo {repo.full_name}",
-                              lambda: gh.rest.repos.get(repo.owner, repo.name))
+        response = self._must(repo, f"GET repo {repo.full_name}",
+                              lambda gh: gh.rest.repos.get(repo.owner, repo.name))
         return response.parsed_data.default_branch
 
     def read_file(self, repo: RepoRef, path: str, ref: str) -> str | None:
-        gh = self._as_installation(repo)
-        response = self._call(f"GET {repo.full_name}:{path}@{ref}",
-                              lambda: gh.rest.repos.get_content(repo.owner, repo.name, path,
-                                                                ref=ref),
+        response = self._call(repo, f"GET {repo.full_name}:{path}@{ref}",
+                              lambda gh: gh.rest.repos.get_content(repo.owner, repo.name, path,
+                                                                   ref=ref),
                               ok_statuses=(404,))
         if response is None:
             return None
@@ -159,10 +184,9 @@ class GitHubAppClient:
         return base64.b64decode(content.content).decode("utf-8", errors="replace")
 
     def permission(self, repo: RepoRef, username: str) -> Permission:
-        gh = self._as_installation(repo)
         response = self._call(
-            f"GET permission of {username} on {repo.full_name}",
-            lambda: gh.rest.repos.get_collaborator_permission_level(repo.owner, repo.name,
+            repo, f"GET permission of {username} on {repo.full_name}",
+            lambda gh: gh.rest.repos.get_collaborator_permission_level(repo.owner, repo.name,
                                                                     username),
             ok_statuses=(404,))
         if response is None:
@@ -172,70 +196,67 @@ class GitHubAppClient:
         # and triage (or a custom role's name, where `permission` is the safe answer).
         for candidate in (data.role_name, data.permission):
             if candidate in _PERMISSIONS:
-                return candidate  # type: ignore[return-value]
+                return cast(Permission, candidate)
         return "none"
 
     # -- issues and comments ------------------------------------------------------------
 
     def issue(self, repo: RepoRef, number: int) -> IssueInfo:
-        gh = self._as_installation(repo)
-        data = self._must(f"GET issue {repo.full_name}#{number}",
-                          lambda: gh.rest.issues.get(repo.owner, repo.name, number)).parsed_data
+        data = self._must(repo, f"GET issue {repo.full_name}#{number}",
+                          lambda gh: gh.rest.issues.get(repo.owner, repo.name, number)).parsed_data
         return IssueInfo(number=data.number, title=data.title, body=data.body or "",
                          state=data.state, author=data.user.login if data.user else "",
                          is_pull_request=bool(data.pull_request))
 
     def comments(self, repo: RepoRef, number: int) -> list[CommentInfo]:
-        gh = self._as_installation(repo)
 
-        def fetch_all() -> list[CommentInfo]:
-            pages = gh.rest.paginate(gh.rest.issues.list_comments, owner=repo.owner, repo=repo.name,
-                                issue_number=number, per_page=100)
+        def fetch_all(gh: GitHub[Any]) -> list[CommentInfo]:
+            pages: Iterator[Any] = gh.rest.paginate(gh.rest.issues.list_comments, owner=repo.owner,
+                                     repo=repo.name, issue_number=number, per_page=100)
             return [CommentInfo(id=c.id, author=c.user.login if c.user else "",
                                 body=c.body or "") for c in pages]
 
-        return self._must(f"GET comments of {repo.full_name}#{number}", fetch_all)
+        return self._must(repo, f"GET comments of {repo.full_name}#{number}", fetch_all)
 
     def comment(self, repo: RepoRef, number: int, body: str) -> int:
-        gh = self._as_installation(repo)
         response = self._must(
-            f"POST comment on {repo.full_name}#{number}",
-            lambda: gh.rest.issues.create_comment(repo.owner, repo.name, number, body=body))
+            repo, f"POST comment on {repo.full_name}#{number}",
+            lambda gh: gh.rest.issues.create_comment(repo.owner, repo.name, number, body=body))
         return response.parsed_data.id
 
     def edit_comment(self, repo: RepoRef, comment_id: int, body: str) -> None:
-        gh = self._as_installation(repo)
-        self._must(f"PATCH comment {comment_id} on {repo.full_name}",
-                   lambda: gh.rest.issues.update_comment(repo.owner, repo.name, comment_id,
+        self._must(repo, f"PATCH comment {comment_id} on {repo.full_name}",
+                   lambda gh: gh.rest.issues.update_comment(repo.owner, repo.name, comment_id,
                                                          body=body))
 
     def react(self, repo: RepoRef, content: str, *, issue_number: int | None = None,
               comment_id: int | None = None) -> None:
         if (issue_number is None) == (comment_id is None):
             raise ValueError("react to exactly one of issue_number or comment_id")
-        gh = self._as_installation(repo)
+        if content not in get_args(ReactionContent):
+            raise ValueError(f"GitHub has no reaction {content!r}")
+        reaction = cast(ReactionContent, content)
         if comment_id is not None:
-            self._must(f"POST reaction on comment {comment_id} of {repo.full_name}",
-                       lambda: gh.rest.reactions.create_for_issue_comment(
-                           repo.owner, repo.name, comment_id, content=content))  # type: ignore[arg-type]
+            self._must(repo, f"POST reaction on comment {comment_id} of {repo.full_name}",
+                       lambda gh: gh.rest.reactions.create_for_issue_comment(
+                           repo.owner, repo.name, comment_id, content=reaction))
         else:
             assert issue_number is not None
-            self._must(f"POST reaction on {repo.full_name}#{issue_number}",
-                       lambda: gh.rest.reactions.create_for_issue(
-                           repo.owner, repo.name, issue_number, content=content))  # type: ignore[arg-type]
+            self._must(repo, f"POST reaction on {repo.full_name}#{issue_number}",
+                       lambda gh: gh.rest.reactions.create_for_issue(
+                           repo.owner, repo.name, issue_number, content=reaction))
 
     # -- labels ---------------------------------------------------------------------------
 
     def ensure_label(self, repo: RepoRef, name: str, color: str, description: str) -> None:
-        gh = self._as_installation(repo)
-        existing = self._call(f"GET label {name!r} of {repo.full_name}",
-                              lambda: gh.rest.issues.get_label(repo.owner, repo.name, name),
+        existing = self._call(repo, f"GET label {name!r} of {repo.full_name}",
+                              lambda gh: gh.rest.issues.get_label(repo.owner, repo.name, name),
                               ok_statuses=(404,))
         if existing is not None:
             return
         try:
-            self._must(f"POST label {name!r} on {repo.full_name}",
-                       lambda: gh.rest.issues.create_label(
+            self._must(repo, f"POST label {name!r} on {repo.full_name}",
+                       lambda gh: gh.rest.issues.create_label(
                            repo.owner, repo.name, name=name, color=color.lstrip("#"),
                            description=description))
         except GitHubError as exc:
@@ -244,51 +265,46 @@ class GitHubAppClient:
                 raise
 
     def add_labels(self, repo: RepoRef, number: int, labels: list[str]) -> None:
-        gh = self._as_installation(repo)
-        self._must(f"POST labels on {repo.full_name}#{number}",
-                   lambda: gh.rest.issues.add_labels(repo.owner, repo.name, number,
+        self._must(repo, f"POST labels on {repo.full_name}#{number}",
+                   lambda gh: gh.rest.issues.add_labels(repo.owner, repo.name, number,
                                                      data={"labels": labels}))
 
     # -- pull requests --------------------------------------------------------------------
 
     def find_open_pull(self, repo: RepoRef, head_branch: str) -> PullInfo | None:
-        gh = self._as_installation(repo)
         response = self._must(
-            f"GET pulls of {repo.full_name} with head {head_branch}",
-            lambda: gh.rest.pulls.list(repo.owner, repo.name,
+            repo, f"GET pulls of {repo.full_name} with head {head_branch}",
+            lambda gh: gh.rest.pulls.list(repo.owner, repo.name,
                                        head=f"{repo.owner}:{head_branch}", state="open"))
         pulls = response.parsed_data
         return _pull_info(pulls[0]) if pulls else None
 
     def open_draft_pull(self, repo: RepoRef, *, title: str, body: str, head: str,
                         base: str) -> PullInfo:
-        gh = self._as_installation(repo)
         response = self._must(
-            f"POST draft pull {head} -> {base} on {repo.full_name}",
-            lambda: gh.rest.pulls.create(repo.owner, repo.name, title=title, body=body,
+            repo, f"POST draft pull {head} -> {base} on {repo.full_name}",
+            lambda gh: gh.rest.pulls.create(repo.owner, repo.name, title=title, body=body,
                                          head=head, base=base, draft=True))
         return _pull_info(response.parsed_data)
 
     def update_pull(self, repo: RepoRef, number: int, *, title: str, body: str) -> PullInfo:
-        gh = self._as_installation(repo)
         response = self._must(
-            f"PATCH pull {repo.full_name}#{number}",
-            lambda: gh.rest.pulls.update(repo.owner, repo.name, number, title=title,
+            repo, f"PATCH pull {repo.full_name}#{number}",
+            lambda gh: gh.rest.pulls.update(repo.owner, repo.name, number, title=title,
                                          body=body))
         return _pull_info(response.parsed_data)
 
     def request_review(self, repo: RepoRef, number: int, reviewers: list[str]) -> None:
         if not reviewers:
             return
-        gh = self._as_installation(repo)
         try:
-            self._must(f"POST review request on {repo.full_name}#{number}",
-                       lambda: gh.rest.pulls.request_reviewers(repo.owner, repo.name, number,
+            self._must(repo, f"POST review request on {repo.full_name}#{number}",
+                       lambda gh: gh.rest.pulls.request_reviewers(repo.owner, repo.name, number,
                                                                reviewers=reviewers))
         except GitHubError as exc:
             # GitHub refuses to ask a PR's author to review it; where the trigger is
             # also the author there is nobody else to ask, and that is not a failure.
-            if exc.status == 422 and "author" in str(exc).lower():
+            if exc.status == 422 and "pull request author" in str(exc).lower():
                 log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
                 return
             raise

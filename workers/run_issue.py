@@ -124,7 +124,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     with Transcript(path) as transcript, open_sandbox(
             rt.sandbox_backend, SandboxConfig(workspace=workspace, private_dir=private)
     ) as sandbox:
-        transcript.write("trigger", **trigger.to_kwargs(), generation=generation)
+        transcript.write("trigger", trigger=trigger.to_kwargs(), generation=generation)
         result = solve(rt.model(), sandbox, f"{issue.title}\n\n{issue.body}".strip(),
                        test_command, transcript, limits=limits, setup_command=config.setup,
                        guidance=trigger.guidance, on_event=progress,

@@ -1,0 +1,360 @@
+"""`FakeGitHub`: the state of a small GitHub, its setup helpers and its server's life.
+
+One App (id, RSA key pair made here), one installation, repositories backed by
+bare git repositories on disk. Tests set it up with `add_repo`, `add_issue` and
+`set_permission`, point the client at `api_url`, and read back `comments`,
+`pulls`, `labels`, `reactions`, `requests` and `issued_tokens`.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.fake_github.openapi_spec import OpenApiChecker
+
+INSTALLATION_ID = 4242
+APP_ID = 123456
+APP_SLUG = "frognano"
+ROLE_TO_PERMISSION = {"admin": "admin", "maintain": "write", "write": "write",
+                      "triage": "read", "read": "read", "none": "none"}
+
+
+@dataclass
+class IssuedToken:
+    token: str
+    installation_id: int
+    expires_at: datetime
+
+    def valid(self) -> bool:
+        return datetime.now(UTC) < self.expires_at
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    status: int
+    body: Any  # parsed JSON when it was JSON, else text (git bodies are left out)
+    credential: str | None  # the installation token or "jwt:<iss>" it carried
+    kind: str  # "api", "app" or "git"
+
+
+@dataclass
+class Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    headers: dict[str, str]
+    body: dict[str, Any]
+    times: int
+
+
+@dataclass
+class Comment:
+    id: int
+    owner: str
+    repo: str
+    issue_number: int
+    user: str
+    body: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass
+class Label:
+    id: int
+    name: str
+    color: str
+    description: str | None
+
+
+@dataclass
+class Reaction:
+    id: int
+    owner: str
+    repo: str
+    subject: str  # "issue" or "comment"
+    subject_id: int  # issue number or comment id
+    content: str
+    user: str
+    created_at: datetime
+
+
+@dataclass
+class Issue:
+    id: int
+    number: int
+    title: str
+    body: str
+    user: str
+    state: str = "open"
+    labels: list[str] = field(default_factory=list)
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass
+class Pull:
+    id: int
+    number: int
+    title: str
+    body: str
+    head: str
+    base: str
+    draft: bool
+    user: str
+    state: str = "open"
+    requested_reviewers: list[str] = field(default_factory=list)
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass
+class Repo:
+    id: int
+    owner: str
+    name: str
+    default_branch: str
+    bare_path: Path
+    installation_id: int
+    issues: dict[int, Issue] = field(default_factory=dict)
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    labels: dict[str, Label] = field(default_factory=dict)  # keyed by lower-case name
+    roles: dict[str, str] = field(default_factory=dict)  # user -> admin/maintain/.../none
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def next_number(self) -> int:
+        return max([0, *self.issues, *self.pulls]) + 1
+
+
+class FakeGitHub:
+    """A local, stateful GitHub: REST for the bot's verbs plus git smart HTTP."""
+
+    def __init__(self, root: Path | None = None, *, token_ttl: timedelta = timedelta(hours=1),
+                 validate_openapi: bool = True) -> None:
+        self._own_root = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="fake-github-")) if root is None else root
+        self.git_root = self.root / "git"
+        self.git_root.mkdir(parents=True, exist_ok=True)
+        self.app_id = APP_ID
+        self.app_slug = APP_SLUG
+        self.installation_id = INSTALLATION_ID
+        self.token_ttl = token_ttl
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.private_key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption()).decode()
+        self.public_key = key.public_key()
+        self.checker = OpenApiChecker() if validate_openapi else None
+        self.lock = threading.RLock()
+        self.repos: dict[tuple[str, str], Repo] = {}
+        self.users: dict[str, int] = {}
+        self._comments: dict[int, Comment] = {}
+        self.reactions: list[Reaction] = []
+        self.requests: list[RecordedRequest] = []
+        self.issued_tokens: list[IssuedToken] = []
+        self.violations: list[str] = []  # OpenAPI findings on requests and responses
+        self.faults: list[Fault] = []
+        self._ids = iter(range(1_000_001, 10**9))
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.user_id(self.bot_login, bot=True)
+
+    # -- addresses ----------------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.app_slug}[bot]"
+
+    def clone_url(self, owner: str, name: str) -> str:
+        return f"{self.api_url}/{owner}/{name}.git"
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> FakeGitHub:
+        from tests.fake_github.api import build_app  # api imports this module
+
+        config = uvicorn.Config(build_app(self), host="127.0.0.1", port=0,
+                                log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="fake-github",
+                                        daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("fake GitHub did not start")
+            time.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- setup helpers --------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def user_id(self, login: str, *, bot: bool = False) -> int:
+        with self.lock:
+            if login not in self.users:
+                self.users[login] = self.next_id()
+            return self.users[login]
+
+    def add_repo(self, owner: str, name: str, source: Path | dict[str, str],
+                 default_branch: str = "main") -> Repo:
+        """A repository from a git working tree (all its branches) or from files."""
+        bare = self.git_root / owner / f"{name}.git"
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(source, dict):
+            work = Path(tempfile.mkdtemp(dir=self.root))
+            for relative, text in source.items():
+                (work / relative).parent.mkdir(parents=True, exist_ok=True)
+                (work / relative).write_text(text)
+            _git(work, "init", "-q", "-b", default_branch)
+            _git(work, "add", "-A")
+            _git(work, "commit", "-q", "-m", "initial")
+            source = work
+        _git(self.root, "clone", "-q", "--bare", str(source), str(bare))
+        _git(bare, "symbolic-ref", "HEAD", f"refs/heads/{default_branch}")
+        _git(bare, "config", "http.receivepack", "true")
+        self.user_id(owner)
+        repo = Repo(id=self.next_id(), owner=owner, name=name, default_branch=default_branch,
+                    bare_path=bare, installation_id=self.installation_id)
+        with self.lock:
+            self.repos[(owner, name)] = repo
+        return repo
+
+    def add_issue(self, owner: str, repo: str, number: int, title: str, body: str = "",
+                  author: str = "octocat") -> Issue:
+        self.user_id(author)
+        issue = Issue(id=self.next_id(), number=number, title=title, body=body, user=author)
+        with self.lock:
+            self.repo(owner, repo).issues[number] = issue
+        return issue
+
+    def set_permission(self, owner: str, repo: str, user: str, permission: str) -> None:
+        """Make `user` a collaborator with a role: admin, maintain, write, triage or read."""
+        if permission not in ROLE_TO_PERMISSION:
+            raise ValueError(f"unknown permission {permission!r}")
+        self.user_id(user)
+        with self.lock:
+            self.repo(owner, repo).roles[user] = permission
+
+    def add_comment(self, owner: str, repo: str, number: int, body: str, author: str) -> Comment:
+        """A comment by someone else, as if posted on github.com."""
+        self.user_id(author)
+        now = datetime.now(UTC)
+        comment = Comment(id=self.next_id(), owner=owner, repo=repo, issue_number=number,
+                          user=author, body=body, created_at=now, updated_at=now)
+        with self.lock:
+            self._comments[comment.id] = comment
+        return comment
+
+    def add_label(self, owner: str, repo: str, name: str, color: str = "ededed",
+                  description: str | None = None) -> Label:
+        label = Label(self.next_id(), name, color, description)
+        with self.lock:
+            self.repo(owner, repo).labels[name.lower()] = label
+        return label
+
+    def fail_next(self, method: str, path_regex: str, status: int,
+                  headers: dict[str, str] | None = None, *, times: int = 1,
+                  message: str = "injected failure") -> None:
+        """Answer the next `times` matching requests with `status` instead of serving them."""
+        with self.lock:
+            self.faults.append(Fault(method.upper(), re.compile(path_regex), status,
+                                     dict(headers or {}), {"message": message}, times))
+
+    def expire_tokens(self) -> None:
+        """Every installation token minted so far stops working (as after an hour)."""
+        with self.lock:
+            for issued in self.issued_tokens:
+                issued.expires_at = datetime.now(UTC) - timedelta(seconds=1)
+
+    def mint_token(self, installation_id: int) -> IssuedToken:
+        issued = IssuedToken("ghs_" + secrets.token_urlsafe(27), installation_id,
+                             datetime.now(UTC).replace(microsecond=0) + self.token_ttl)
+        with self.lock:
+            self.issued_tokens.append(issued)
+        return issued
+
+    def valid_token(self, token: str) -> IssuedToken | None:
+        with self.lock:
+            for issued in self.issued_tokens:
+                if secrets.compare_digest(issued.token, token) and issued.valid():
+                    return issued
+        return None
+
+    # -- inspection -----------------------------------------------------------------------
+
+    def repo(self, owner: str, name: str) -> Repo:
+        return self.repos[(owner, name)]
+
+    def comments(self, owner: str, repo: str, number: int) -> list[Comment]:
+        with self.lock:
+            return [c for c in self._comments.values()
+                    if (c.owner, c.repo, c.issue_number) == (owner, repo, number)]
+
+    def comment_by_id(self, comment_id: int) -> Comment | None:
+        return self._comments.get(comment_id)
+
+    def pulls(self, owner: str, repo: str) -> list[Pull]:
+        with self.lock:
+            return list(self.repo(owner, repo).pulls.values())
+
+    def labels(self, owner: str, repo: str) -> dict[str, Label]:
+        """The repository's labels by name."""
+        with self.lock:
+            return {label.name: label for label in self.repo(owner, repo).labels.values()}
+
+    def issue_labels(self, owner: str, repo: str, number: int) -> list[str]:
+        return list(self.repo(owner, repo).issues[number].labels)
+
+    def branch_sha(self, owner: str, repo: str, branch: str) -> str | None:
+        """The commit a branch points at in the bare repository, or None."""
+        done = subprocess.run(["git", "rev-parse", "--verify", "-q", f"refs/heads/{branch}"],
+                              cwd=self.repo(owner, repo).bare_path, capture_output=True,
+                              text=True, check=False)
+        return done.stdout.strip() or None
+
+    def api_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.kind != "git"]
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=Fake GitHub", "-c", "user.email=fake@example.invalid", *args],
+        cwd=cwd, check=True, capture_output=True, text=True).stdout
