@@ -19,6 +19,7 @@ BENCHMARKS = {
     "prompt_reuse": "llama.cpp: prompt reuse over a 30-turn session (hybrid model)",
     "model_residency": "llama.cpp: model residency across runs in one process",
     "llama_speed": "llama.cpp: prefill and decode speed",
+    "workspace_prep": "Workspace preparation: second issue on a 2,000-commit repository",
     "receiver": "Webhook receiver: signed deliveries with the enqueue, beside bare FastAPI",
 }
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"

@@ -88,8 +88,12 @@ class RepoCache:
         return mirror
 
     def workspace(self, mirror: Path, branch: str, dest: Path) -> str:
-        """A fresh clone of `branch` from the local mirror; returns its HEAD commit."""
-        git(mirror.parent, "clone", "--quiet", "--no-hardlinks", "--branch", branch,
+        """A fresh clone of `branch` from the local mirror; returns its HEAD commit.
+
+        Objects are hard-linked, not copied: they are immutable, the sandbox sees `.git`
+        read-only and never chowns it, so the mirror cannot be changed through the links.
+        """
+        git(mirror.parent, "clone", "--quiet", "--local", "--branch", branch,
             str(mirror), str(dest))
         git(dest, "remote", "remove", "origin")
         add_global_excludes(dest)
