@@ -12,7 +12,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import redis
 from fastapi import FastAPI, Request, Response
@@ -40,7 +41,11 @@ from bot.enqueue import (
 from bot.events import Ignore, PayloadError, route, verify_signature
 from bot.logs import delivery_context
 from bot.settings import BotSettings
+from bot.setup_flow import setup_router
 from bot.triggers import CONTROL_QUEUE_SUFFIX, Trigger
+
+if TYPE_CHECKING:
+    from workers.run_store import RunStore
 
 log = logging.getLogger("frognano.bot.receiver")
 
@@ -75,6 +80,10 @@ def redis_health_check(client: redis.Redis) -> HealthCheck:
             raise RuntimeError("PING was not answered with PONG")
 
     return HealthCheck("redis", ping)
+
+
+def run_store_health_check(store: RunStore) -> HealthCheck:
+    return HealthCheck("database", store.ping)
 
 
 def _run_check(check: HealthCheck) -> dict[str, Any]:
@@ -229,10 +238,14 @@ async def _read_capped(request: Request, limit: int) -> bytes:
 def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
                redis_client: redis.Redis | None = None,
                health_checks: Sequence[HealthCheck] = (),
-               bot_login: str | None = DEFAULT_BOT_LOGIN) -> FastAPI:
+               bot_login: str | None = DEFAULT_BOT_LOGIN,
+               setup_env_path: Path = Path(".env"),
+               run_store: RunStore | None = None) -> FastAPI:
     """The receiver. What it is given, the caller closes; what it creates, it closes.
 
     `health_checks` are probed by /healthz after Redis (the run store's database goes here).
+    `setup_env_path` is where the GitHub App setup flow (`/`, `/setup`) writes credentials.
+    `run_store` turns on the run dashboard (/runs), run metrics and the database health check.
     """
     owned: list[Callable[[], Any]] = []
     if redis_client is None:
@@ -254,8 +267,11 @@ def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
                   docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ReceiverMetrics()
     checks = [redis_health_check(redis_client), *health_checks]
+    if run_store is not None:
+        _add_run_views(app, settings, run_store, redis_client, metrics, checks)
     receiver = _Receiver(settings, enqueuer, DeliveryLedger(redis_client), metrics, bot_login)
     app.state.metrics = metrics
+    app.include_router(setup_router(settings, env_path=setup_env_path))
 
     @app.post(WEBHOOK_PATH, include_in_schema=False)
     async def receive_webhook(request: Request) -> Response:
@@ -272,6 +288,21 @@ def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        # Off the event loop: the run metrics query the database at scrape time.
+        body = await run_in_threadpool(generate_latest, metrics.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _add_run_views(app: FastAPI, settings: BotSettings, store: RunStore,
+                   redis_client: redis.Redis, metrics: ReceiverMetrics,
+                   checks: list[HealthCheck]) -> None:
+    from bot.dashboard import DashboardAuth, dashboard_router
+    from bot.run_metrics import RunMetricsCollector
+
+    queues = (settings.queue, settings.queue + CONTROL_QUEUE_SUFFIX)
+    metrics.registry.register(RunMetricsCollector(
+        store, lambda: {queue: int(redis_client.llen(queue)) for queue in queues}))
+    checks.append(run_store_health_check(store))
+    app.include_router(dashboard_router(store, DashboardAuth.from_settings(settings)))

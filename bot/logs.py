@@ -1,4 +1,4 @@
-"""JSON log lines, each carrying the webhook delivery id it was written for."""
+"""JSON log lines, each carrying the webhook delivery id and the run id it was written for."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import IO, Any
 
 _delivery_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "frognano_delivery_id", default=None)
+_run_id: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "frognano_run_id", default=None)
 
 # Attributes every LogRecord has; anything else came in through `extra=` and is logged.
 _RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -28,13 +30,25 @@ def delivery_context(delivery_id: str | None) -> Iterator[None]:
         _delivery_id.reset(token)
 
 
+@contextmanager
+def run_context(run_id: int | None) -> Iterator[None]:
+    """Tag every log line written inside with the run record's id (set by the worker)."""
+    token = _run_id.set(run_id)
+    try:
+        yield
+    finally:
+        _run_id.reset(token)
+
+
 class DeliveryIdFilter(logging.Filter):
-    """Stamp records with the current delivery id when they are emitted, not when formatted
-    (a handler may format later, in another context)."""
+    """Stamp records with the current delivery and run ids when they are emitted, not when
+    formatted (a handler may format later, in another context)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "delivery_id", None) is None:
             record.delivery_id = _delivery_id.get()
+        if getattr(record, "run_id", None) is None:
+            record.run_id = _run_id.get()
         return True
 
 

@@ -31,6 +31,16 @@ class BotSettings(BaseSettings):
     public_url: str | None = Field(default=None, alias="FROGNANO_PUBLIC_URL",
                                    description="Where transcripts are linked from PRs.")
     max_run_seconds: int = Field(default=2 * 3600, alias="FROGNANO_MAX_RUN_SECONDS")
+    database_url: str | None = Field(
+        default=None, alias="FROGNANO_DATABASE_URL",
+        description="Run records; default sqlite:///$FROGNANO_STATE_DIR/frognano.db. "
+                    "PostgreSQL: postgresql+psycopg://user:password@host/db")
+    dashboard_token: SecretStr | None = Field(
+        default=None, alias="FROGNANO_DASHBOARD_TOKEN",
+        description="Shared token for the run dashboard (/runs?token=… once, then a cookie).")
+    dashboard_user: str | None = Field(default=None, alias="FROGNANO_DASHBOARD_USER")
+    dashboard_password: SecretStr | None = Field(default=None,
+                                                 alias="FROGNANO_DASHBOARD_PASSWORD")
 
     @model_validator(mode="after")
     def _one_private_key(self) -> BotSettings:
@@ -44,6 +54,11 @@ class BotSettings(BaseSettings):
         if self.github_private_key_path is not None:
             return self.github_private_key_path.read_text()
         return None
+
+    @property
+    def run_database_url(self) -> str:
+        return self.database_url or \
+            f"sqlite:///{self.state_dir.expanduser().resolve() / 'frognano.db'}"
 
     @property
     def webhook_secret(self) -> str | None:

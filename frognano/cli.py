@@ -64,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
 
+    app = commands.add_parser("app", help="the GitHub App")
+    app_commands = app.add_subparsers(dest="app_command", required=True)
+    manifest = app_commands.add_parser("manifest", help="print the GitHub App manifest (JSON)")
+    manifest.add_argument("--url", default=os.environ.get("FROGNANO_PUBLIC_URL"),
+                          help="the receiver's public URL (default: $FROGNANO_PUBLIC_URL)")
+    manifest.add_argument("--org", help="the organisation that will own the App")
+
     worker = commands.add_parser("worker", help="run a Celery worker")
     worker.add_argument("--control", action="store_true",
                         help="take the fast accept tasks instead of runs")
@@ -110,8 +117,13 @@ def main(argv: list[str] | None = None) -> int:
             timeout_minutes=args.timeout_minutes, sandbox=args.sandbox,
             transcript=args.transcript, seed=args.seed, keep_workspace=args.keep_workspace,
             n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
+            database_url=os.environ.get("FROGNANO_DATABASE_URL"),
         )
         return run_solve(options, console)
+    if args.command == "app":
+        from frognano.app_command import run_app_manifest
+
+        return run_app_manifest(args.url, args.org)
     if args.command in ("serve", "worker"):
         return _run_service(args)
     if args.command == "model":

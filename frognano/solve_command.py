@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -30,6 +31,8 @@ from workers.local_solve import (
 )
 from workers.models.base import Sampling
 from workers.models.llama_resident import LlamaSettings
+from workers.run_recording import RunRecorder
+from workers.run_store import RunStoreUnavailable, default_database_url, open_run_store
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -55,14 +58,43 @@ class SolveOptions:
     keep_workspace: bool = False
     n_ctx: int = 65536
     n_gpu_layers: int = -1
+    # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
+    database_url: str | None = None
 
 
 def run_solve(opts: SolveOptions, console: Console) -> int:
     slug = slugify(opts.issue)
     transcript_path = opts.transcript or (
         opts.state_dir / "transcripts" / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}.jsonl")
+    recorder = _start_recorder(opts, slug, transcript_path)
+    exit_code = EXIT_BAD_INPUT
+    try:
+        exit_code = _run_solve(opts, console, slug, transcript_path, recorder)
+        return exit_code
+    finally:
+        recorder.finish(_SOLVE_STATUS.get(exit_code, "error"))
+
+
+_SOLVE_STATUS = {EXIT_OK: "passed", EXIT_TESTS_FAILED: "failed", EXIT_BAD_INPUT: "error"}
+
+
+def _start_recorder(opts: SolveOptions, slug: str, transcript_path: Path) -> RunRecorder:
+    """Record the run so it shows in the dashboard; a database problem only warns."""
+    if opts.database_url == "":
+        return RunRecorder(None, None)
+    try:
+        store = open_run_store(opts.database_url or default_database_url(opts.state_dir))
+    except RunStoreUnavailable as exc:
+        logging.getLogger(__name__).warning("%s; this run is not recorded", exc)
+        return RunRecorder(None, None)
+    return RunRecorder.start(store, repo=str(opts.path.expanduser().resolve()), issue=slug,
+                             trigger="solve", transcript_path=transcript_path)
+
+
+def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path: Path,
+               recorder: RunRecorder) -> int:
     run_dir = opts.work_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{slug}"
-    with Transcript(transcript_path) as transcript:
+    with recorder.transcript(transcript_path) as transcript:
         try:
             return _solve(opts, slug, run_dir, transcript, console)
         except (BadInput, LocalRepoError, ModelSpecError, RepoConfigError,

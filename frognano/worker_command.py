@@ -27,6 +27,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     from frognano.models import build_model
     from workers.models.base import Sampling
     from workers.repo_cache import RepoCache
+    from workers.run_store import RunStoreUnavailable, open_run_store
     from workers.runtime import Runtime
     from workers.tasks import enqueue_run
 
@@ -37,6 +38,10 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     if not settings.model:
         raise WorkerConfigError("set FROGNANO_MODEL to a GGUF path or an OpenAI-compatible URL")
     model_spec = settings.model
+    try:
+        run_store = open_run_store(settings.run_database_url)  # applies pending migrations
+    except RunStoreUnavailable as exc:
+        raise WorkerConfigError(str(exc)) from exc
     work_dir = settings.work_dir or Path(f"/var/tmp/frognano-worker-{settings.queue}")
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
@@ -50,14 +55,17 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         sandbox_backend=settings.sandbox,
         public_url=settings.public_url,
         max_run_seconds=settings.max_run_seconds,
+        run_store=run_store,
     )
 
 
 def run_worker(settings: BotSettings, *, control: bool, concurrency: int | None,
                loglevel: str = "INFO") -> int:
+    from bot.logs import configure_json_logging
     from workers import runtime
     from workers.celery_app import configure
 
+    configure_json_logging(loglevel)  # lines carry the delivery id and the run id
     try:
         rt = build_runtime(settings)
     except WorkerConfigError as exc:

@@ -22,4 +22,11 @@ if [ "$missing" = 1 ]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq bubblewrap git redis-server python3 python3-venv python3-pytest >/dev/null
 fi
+if [ -n "$extras" ] && { ! command -v systemd-analyze >/dev/null 2>&1 || \
+                          ! [ -x /usr/bin/chromium ]; }; then
+  # The tests verify deploy/'s systemd units with systemd-analyze and render the
+  # dashboard in Debian's headless Chromium (driven by playwright, never downloaded).
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq systemd chromium >/dev/null
+fi
 python3 -m pip install -q --disable-pip-version-check -e ".${extras}"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.github_api import RepoRef
+from bot.logs import delivery_context, run_context
 from bot.messages import (
     RunReport,
     failure_comment,
@@ -29,9 +30,9 @@ from bot.triggers import Trigger
 from sandbox import SandboxConfig, open_sandbox
 from workers.agent.harness import SolveLimits, SolveResult, solve
 from workers.agent.repo_tests import detect_test_command
-from workers.agent.transcript import Transcript
 from workers.coordination import IssueCoordinator
 from workers.publish import changed_paths, forbidden_paths, push_and_open_pull
+from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
 from workers.status import StatusComment
 
@@ -55,14 +56,21 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
         return "requeued"
     run_dir = rt.work_dir / f"{trigger.owner}-{trigger.repo}-{trigger.issue_number}-" \
                             f"{generation}-{uuid.uuid4().hex[:8]}"
+    recorder = RunRecorder.start(
+        rt.run_store, repo=f"{trigger.owner}/{trigger.repo}", issue=trigger.issue_number,
+        trigger=trigger.kind, attempt=generation, delivery_id=trigger.delivery_id,
+        transcript_path=transcript_path(rt, trigger, generation))
+    crash = None
     try:
-        with coordinator.heartbeat(generation):
-            outcome = _run_locked(rt, trigger, generation, coordinator, run_dir)
+        with delivery_context(trigger.delivery_id), run_context(recorder.run_id), \
+                coordinator.heartbeat(generation):
+            outcome = _run_locked(rt, trigger, generation, coordinator, run_dir, recorder)
     except Exception as exc:
         # A crash must still leave a visible, final state on the issue.
         log.exception("run %s attempt %s crashed", trigger.issue_key, generation)
         _report_crash(rt, trigger, generation, exc)
-        outcome = "error"
+        outcome, crash = "error", f"{type(exc).__name__}: {exc}"
+    recorder.finish(status_for_outcome(outcome), outcome=outcome, error=crash)
     try:
         coordinator.mark_done(generation)
         return outcome
@@ -87,7 +95,7 @@ def transcript_path(rt: Runtime, trigger: Trigger, generation: int) -> Path:
 
 
 def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
-                coordinator: IssueCoordinator, run_dir: Path) -> str:
+                coordinator: IssueCoordinator, run_dir: Path, recorder: RunRecorder) -> str:
     repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
     status = StatusComment(rt.github, repo, trigger.issue_number, rt.status_interval)
     status.set(status_running(0, 0, generation, "preparing the workspace"))
@@ -121,7 +129,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
             status.set(status_running(data["step"], limits.max_steps, generation), force=False)
 
     path = transcript_path(rt, trigger, generation)
-    with Transcript(path) as transcript, open_sandbox(
+    with recorder.transcript(path) as transcript, open_sandbox(
             rt.sandbox_backend, SandboxConfig(workspace=workspace, private_dir=private)
     ) as sandbox:
         transcript.write("trigger", trigger=trigger.to_kwargs(), generation=generation)
@@ -153,6 +161,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         body=pr_body(report), base=default_branch, reviewer=trigger.actor,
         message=f"{issue.title}\n\nFixes #{trigger.issue_number}. Made by FrogNano; "
                 f"`{test_command}` passed.")
+    recorder.set_pr_url(pull.url)
     status.set(status_done(pull.url, generation))
     return "pr_opened"
 

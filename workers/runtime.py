@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.github_api import GitHubApi
 from workers.models.base import ModelClient
 from workers.repo_cache import RepoCache
+
+if TYPE_CHECKING:
+    from workers.run_store import RunStore
 
 
 @dataclass
@@ -30,6 +33,7 @@ class Runtime:
     public_url: str | None = None
     max_run_seconds: int = 2 * 3600
     status_interval: float = 10.0  # seconds between edits of the status comment
+    run_store: RunStore | None = None  # run records for the dashboard and metrics
     _model: ModelClient | None = field(default=None, repr=False)
 
     def model(self) -> ModelClient:

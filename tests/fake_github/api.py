@@ -14,12 +14,12 @@ import re
 import subprocess
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import anyio
 import jwt
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.fake_github import objects
@@ -38,6 +38,10 @@ from tests.fake_github.server import (
 
 _GIT_PATH = re.compile(r"^/(?P<owner>[^/]+)/(?P<name>[^/]+)\.git(?P<rest>/.*)?$")
 _API_PREFIXES = ("repos", "app", "users", "orgs", "user", "installation")
+# github.com's pages where a user confirms an App manifest (no API: no auth, no OpenAPI).
+_MANIFEST_PAGE = re.compile(r"^(/organizations/(?P<org>[^/]+))?/settings/apps/new$")
+# The code in the path is the credential of this one endpoint.
+_UNAUTHENTICATED = re.compile(r"^/app-manifests/[^/]+/conversions$")
 _REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 
 
@@ -71,8 +75,10 @@ class FakeGitHubMiddleware:
         git = _GIT_PATH.match(path)
         kind = "git" if git and path.split("/")[1] not in _API_PREFIXES else (
             "app" if path == "/app" or path.startswith("/app/") else "api")
+        if _MANIFEST_PAGE.match(path):
+            kind = "web"
 
-        if kind != "git" and self.fake.checker is not None:
+        if kind in ("api", "app") and self.fake.checker is not None:
             errors = self.fake.checker.request_errors(method, path, query, body,
                                                       headers.get("content-type", ""))
             self.fake.violations += [f"{method} {path}: {e}" for e in errors]
@@ -125,7 +131,8 @@ class FakeGitHubMiddleware:
         self.fake.requests.append(RecordedRequest(
             method, path, query, status, _decode(body) if kind != "git" else None,
             credential, kind))
-        if kind != "git" and checked and 200 <= status < 300 and self.fake.checker is not None:
+        if kind in ("api", "app") and checked and 200 <= status < 300 and \
+                self.fake.checker is not None:
             errors = self.fake.checker.response_errors(
                 method, path, query, body, headers.get("content-type", ""), status,
                 response_body)
@@ -145,6 +152,8 @@ class FakeGitHubMiddleware:
                       path: str) -> tuple[str | None, Response | None]:
         authorization = headers.get("authorization", "")
         scheme, _, value = authorization.partition(" ")
+        if kind == "web" or _UNAUTHENTICATED.match(path):
+            return None, None
         if kind == "app":
             if scheme.lower() != "bearer":
                 return None, _json(401, objects.error(
@@ -280,6 +289,42 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                            "permissions": {"contents": "write", "issues": "write",
                                            "pull_requests": "write", "metadata": "read"},
                            "repository_selection": "all"})
+
+    # -- the App manifest flow -------------------------------------------------------------
+
+    async def confirm_manifest(request: Request, org: str | None) -> Response:
+        # github.com shows a page to confirm the name; the fake confirms at once.
+        form = dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
+        try:
+            manifest = json.loads(form.get("manifest", ""))
+            redirect_url = str(manifest["redirect_url"])
+        except (ValueError, KeyError, TypeError):
+            return Response("Invalid GitHub App configuration", status_code=422)
+        confirmed = fake.confirm_manifest(manifest, org)
+        query = urlencode({"code": confirmed.code, "state": request.query_params.get("state", "")})
+        return RedirectResponse(f"{redirect_url}?{query}", status_code=302)
+
+    @app.post("/settings/apps/new")
+    async def new_user_app(request: Request) -> Response:
+        return await confirm_manifest(request, None)
+
+    @app.post("/organizations/{org}/settings/apps/new")
+    async def new_org_app(org: str, request: Request) -> Response:
+        return await confirm_manifest(request, org)
+
+    @app.post("/app-manifests/{code}/conversions")
+    async def convert_manifest(code: str) -> JSONResponse:
+        confirmed = fake.convert_manifest(code)
+        if confirmed is None or fake.webhook_secret is None:
+            raise GitHubError(404, "Not Found")
+        owner = user(confirmed.org or "frognano-owner")
+        manifest = confirmed.manifest
+        app_json = {**objects.app(fake.api_url, fake.app_id, fake.app_slug, owner,
+                                  datetime.now(UTC)), "name": str(manifest.get("name"))}
+        return _json(201, objects.app_from_manifest(
+            app_json, pem=fake.private_key_pem, webhook_secret=fake.webhook_secret,
+            permissions=dict(manifest.get("default_permissions") or {}),
+            events=list(manifest.get("default_events") or [])))
 
     # -- repository and contents ----------------------------------------------------------
 

@@ -197,6 +197,14 @@ def app(base: str, app_id: int, slug: str, owner: JSON, created: datetime) -> JS
     }
 
 
+def app_from_manifest(app_json: JSON, *, pem: str, webhook_secret: str,
+                      permissions: JSON, events: list[str]) -> JSON:
+    """POST /app-manifests/{code}/conversions: the App plus its secrets, shown this once."""
+    return {**app_json, "permissions": permissions, "events": events,
+            "client_secret": f"fake-client-secret-{app_json['id']}", "pem": pem,
+            "webhook_secret": webhook_secret}
+
+
 def content_file(base: str, full_name: str, path: str, ref: str, sha: str,
                  data: bytes) -> JSON:
     url = f"{base}/repos/{full_name}/contents/{path}?ref={ref}"

@@ -55,6 +55,16 @@ class RecordedRequest:
 
 
 @dataclass
+class ManifestCode:
+    """A code GitHub hands back after someone confirmed an App manifest on its web page."""
+
+    code: str
+    manifest: dict[str, Any]
+    org: str | None
+    used: bool = False
+
+
+@dataclass
 class Fault:
     method: str
     path: re.Pattern[str]
@@ -171,6 +181,8 @@ class FakeGitHub:
         self.issued_tokens: list[IssuedToken] = []
         self.violations: list[str] = []  # OpenAPI findings on requests and responses
         self.faults: list[Fault] = []
+        self.manifest_codes: dict[str, ManifestCode] = {}  # the App manifest flow
+        self.webhook_secret: str | None = None  # set when an App is made from a manifest
         self._ids = iter(range(1_000_001, 10**9))
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -297,6 +309,27 @@ class FakeGitHub:
         with self.lock:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), status,
                                      dict(headers or {}), {"message": message}, times))
+
+    def confirm_manifest(self, manifest: dict[str, Any], org: str | None) -> ManifestCode:
+        """What github.com does when the user confirms a posted manifest: a one-time code."""
+        confirmed = ManifestCode(secrets.token_hex(10), manifest, org)
+        with self.lock:
+            self.manifest_codes[confirmed.code] = confirmed
+        return confirmed
+
+    def convert_manifest(self, code: str) -> ManifestCode | None:
+        """The code's manifest, once; the App it makes is this fake's App (same id and key),
+        renamed, so a bot set up through the flow can then talk to this fake."""
+        with self.lock:
+            confirmed = self.manifest_codes.get(code)
+            if confirmed is None or confirmed.used:
+                return None
+            confirmed.used = True
+            self.app_slug = re.sub(r"[^a-z0-9]+", "-",
+                                   str(confirmed.manifest.get("name", "app")).lower()).strip("-")
+            self.webhook_secret = secrets.token_hex(20)
+            self.user_id(self.bot_login, bot=True)
+            return confirmed
 
     def expire_tokens(self) -> None:
         """Every installation token minted so far stops working (as after an hour)."""

@@ -1,0 +1,359 @@
+"""The home page and GitHub's App manifest flow, served by the receiver.
+
+`GET /setup` posts the manifest (bot/app_manifest.py) to GitHub; GitHub creates the App
+and sends the browser back to `GET /setup/callback?code=…&state=…`, which trades the
+code for the App's id, private key and webhook secret and writes them to `.env`.
+
+The flow only runs while the App is not configured: once credentials exist (in the
+settings, or written by this process) the callback answers 409, so nobody who can reach
+the receiver can swap the credentials of a running bot. The state is random, single-use,
+short-lived and tied to the browser that started the flow by a cookie.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import html
+import json
+import os
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from bot.app_manifest import app_manifest
+from bot.settings import BotSettings
+
+STATE_TTL_S = 3600.0  # the user may take a while on GitHub's page
+MAX_PENDING = 100  # bounds memory if someone hammers GET /setup
+STATE_COOKIE = "frognano_setup"
+EXCHANGE_TIMEOUT_S = 15.0
+# What the callback writes, and what it clears: a key file left over from an older App
+# would clash with the new inline key (BotSettings refuses both).
+WRITTEN_KEYS = ("GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET",
+                "FROGNANO_BOT_LOGIN")
+CLEARED_KEYS = ("GITHUB_PRIVATE_KEY_PATH",)
+
+
+def app_configured(settings: BotSettings) -> bool:
+    has_key = settings.github_private_key is not None or \
+        settings.github_private_key_path is not None
+    return settings.github_app_id is not None and has_key and bool(settings.webhook_secret)
+
+
+def github_web_url(api_url: str) -> str:
+    """github.com for api.github.com, the GHES host for `/api/v3`, the fake itself in tests.
+
+    The same rule as `bot.github_client.clone_host_url` (a test holds them equal), kept
+    here so the receiver does not import githubkit (half a second of start-up).
+    """
+    parts = urlsplit(api_url)
+    if parts.hostname == "api.github.com":
+        return "https://github.com"
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def manifest_form_action(web_url: str, org: str | None, state: str) -> str:
+    where = f"/organizations/{quote(org, safe='')}" if org else ""
+    return f"{web_url}{where}/settings/apps/new?{urlencode({'state': state})}"
+
+
+# --- pending states -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pending:
+    browser: str  # the cookie value that must come back with the state
+    created: float
+
+
+class _PendingStates:
+    """States handed out by GET /setup (in memory: the receiver is one process)."""
+
+    def __init__(self) -> None:
+        self._by_state: dict[str, _Pending] = {}
+
+    def issue(self, browser: str) -> str:
+        self._drop_expired()
+        while len(self._by_state) >= MAX_PENDING:
+            self._by_state.pop(next(iter(self._by_state)))  # the oldest
+        state = secrets.token_urlsafe(32)
+        self._by_state[state] = _Pending(browser, time.monotonic())
+        return state
+
+    def take(self, state: str, browser: str | None) -> bool:
+        """True once for a state this process issued to this browser, not yet expired."""
+        self._drop_expired()
+        pending = self._by_state.get(state)
+        if pending is None or browser is None or \
+                not secrets.compare_digest(pending.browser, browser):
+            return False
+        del self._by_state[state]
+        return True
+
+    def _drop_expired(self) -> None:
+        cutoff = time.monotonic() - STATE_TTL_S
+        for state in [s for s, p in self._by_state.items() if p.created < cutoff]:
+            del self._by_state[state]
+
+
+# --- .env ---------------------------------------------------------------------------------
+
+
+def _dotenv_quote(value: str) -> str:
+    """One double-quoted line; python-dotenv and Compose both turn `\\n` back into newlines."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _entries(text: str) -> list[tuple[str | None, list[str]]]:
+    """The file as (key or None, its lines), keeping a quoted value that spans lines whole."""
+    entries: list[tuple[str | None, list[str]]] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        stripped = line.strip()
+        name, sep, value = stripped.removeprefix("export ").partition("=")
+        if stripped.startswith("#") or not sep:
+            entries.append((None, [line]))
+            continue
+        block = [line]
+        value = value.strip()
+        quote_char = value[:1]
+        if quote_char in ("'", '"') and not _closes(value[1:], quote_char):
+            while index < len(lines):
+                block.append(lines[index])
+                index += 1
+                if _closes(block[-1], quote_char):
+                    break
+        entries.append((name.strip(), block))
+    return entries
+
+
+def _closes(rest: str, quote_char: str) -> bool:
+    escaped = False
+    for char in rest:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote_char == '"':
+            escaped = True
+        elif char == quote_char:
+            return True
+    return False
+
+
+def merge_env_file(path: Path, values: dict[str, str], remove: tuple[str, ...] = ()) -> None:
+    """Set `values` in the dotenv file at `path` (mode 0600), keeping every other line."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    out: list[str] = []
+    pending = dict(values)
+    for key, block in _entries(old):
+        if key in pending:
+            out.append(f"{key}={_dotenv_quote(pending.pop(key))}")
+        elif key not in values and key not in remove:
+            out.extend(block)
+    out.extend(f"{key}={_dotenv_quote(value)}" for key, value in pending.items())
+    _write_private(path, "\n".join(out) + "\n")
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=".env.")  # created 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.replace(scratch, path)  # readers never see half a file
+            return
+        except OSError as exc:
+            # A file bind-mounted into a container cannot be replaced, only rewritten.
+            if exc.errno not in (errno.EBUSY, errno.EXDEV):
+                raise
+        descriptor = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o600)
+        os.fchmod(descriptor, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+
+
+# --- the conversion -----------------------------------------------------------------------
+
+
+class ConversionError(Exception):
+    """GitHub did not turn the code into an App (expired, used twice, or an odd answer)."""
+
+
+async def convert_manifest_code(api_url: str, code: str) -> dict[str, Any]:
+    """POST /app-manifests/{code}/conversions: unauthenticated, the code is the credential."""
+    url = f"{api_url.rstrip('/')}/app-manifests/{quote(code, safe='')}/conversions"
+    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+    try:
+        async with httpx.AsyncClient(timeout=EXCHANGE_TIMEOUT_S) as client:
+            response = await client.post(url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise ConversionError(f"could not reach GitHub: {exc}") from exc
+    if response.status_code != 201:
+        try:
+            message = response.json().get("message", "")
+        except ValueError:
+            message = response.text[:200]
+        raise ConversionError(f"GitHub answered {response.status_code}: {message}")
+    app = response.json()
+    wanted = {"id": int, "slug": str, "pem": str, "webhook_secret": str}
+    for field, kind in wanted.items():
+        if not isinstance(app.get(field), kind):
+            raise ConversionError(f"GitHub's answer has no usable {field!r}")
+    return app
+
+
+# --- pages --------------------------------------------------------------------------------
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{html.escape(title)} · FrogNano</title>"
+        "<style>body{font-family:system-ui,sans-serif;max-width:42rem;margin:3rem auto;"
+        "padding:0 1rem;line-height:1.5}code{background:#f2f2f2;padding:0 .2rem}"
+        ".button{display:inline-block;padding:.5rem 1rem;background:#1f883d;color:#fff;"
+        "border:0;border-radius:6px;text-decoration:none;font-size:1rem;cursor:pointer}"
+        "</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>{body}</body></html>", status_code=status)
+
+
+def _setup_home() -> HTMLResponse:
+    return _page("Set up FrogNano", (
+        "<p>This bot has no GitHub App yet. Setting one up takes a minute:</p><ol>"
+        "<li>Create the App on GitHub: the button sends GitHub the App's settings "
+        "(webhook URL, the events <code>issues</code> and <code>issue_comment</code>, "
+        "and the permissions it needs); you only confirm its name.</li>"
+        "<li>GitHub sends you back here; the App's id, private key and webhook secret "
+        "are saved to <code>.env</code>.</li>"
+        "<li>Install the App on your repositories and restart frognano.</li></ol>"
+        "<p><a class=button href='/setup'>Create the GitHub App</a></p>"
+        "<form action='/setup' method=get><p>For an organisation: "
+        "<input name=org placeholder='organisation login' required> "
+        "<button class=button>Create it for the organisation</button></p></form>"))
+
+
+def _status_home() -> HTMLResponse:
+    return _page("FrogNano is running", (
+        "<p>The GitHub App is configured and webhooks are accepted.</p><ul>"
+        "<li><a href='/runs'>Runs</a>: what the bot did, and why</li>"
+        "<li><a href='/healthz'>Health</a> of the receiver and its dependencies</li>"
+        "<li><a href='/metrics'>Metrics</a> (Prometheus)</li></ul>"))
+
+
+def _already_configured() -> HTMLResponse:
+    return _page("Already set up", (
+        "<p>This bot already has a GitHub App, so the setup flow is closed: it would "
+        "replace the running App's credentials. To start over, remove "
+        "<code>GITHUB_APP_ID</code>, <code>GITHUB_PRIVATE_KEY</code> and "
+        "<code>GITHUB_WEBHOOK_SECRET</code> from <code>.env</code> and restart.</p>"), 409)
+
+
+# Without a warning to read, the user has nothing to do on this page.
+_AUTO_SUBMIT = "<script>document.getElementById('manifest').submit()</script>"
+
+
+def _manifest_form(action: str, manifest: dict[str, Any], public_url: str) -> HTMLResponse:
+    local = any(host in public_url for host in ("://localhost", "://127.", "://[::1]"))
+    warning = ("<p><strong>Note:</strong> the webhook URL is "
+               f"<code>{html.escape(public_url)}</code>, which GitHub cannot reach. Set "
+               "<code>FROGNANO_PUBLIC_URL</code> to this receiver's public address, or fix "
+               "the webhook URL in the App's settings later.</p>") if local else ""
+    return _page("Creating the GitHub App", (
+        f"{warning}<form id=manifest method=post action='{html.escape(action)}'>"
+        f"<input type=hidden name=manifest value='{html.escape(json.dumps(manifest))}'>"
+        "<p>Sending you to GitHub… <button class=button>Continue on GitHub</button></p>"
+        f"</form>{'' if local else _AUTO_SUBMIT}"))
+
+
+def _done(slug: str, html_url: str, env_path: Path) -> HTMLResponse:
+    install = f"{html_url.rstrip('/')}/installations/new"
+    return _page("Done: restart frognano", (
+        f"<p>The GitHub App <code>{html.escape(slug)}</code> was created. Its id, private "
+        f"key and webhook secret are in <code>{html.escape(str(env_path.resolve()))}</code> "
+        "(readable by its owner only).</p><ol>"
+        f"<li><a href='{html.escape(install)}'>Install the App</a> on the repositories "
+        "the bot should work on.</li>"
+        "<li><strong>Restart frognano</strong> (<code>frognano up</code>, or restart the "
+        "receiver and the workers) so it loads the new credentials.</li>"
+        "<li>Label an issue <code>frognano</code> to get a draft pull request.</li></ol>"))
+
+
+# --- the router ---------------------------------------------------------------------------
+
+
+def setup_router(settings: BotSettings, *, env_path: Path = Path(".env")) -> APIRouter:
+    """`/`, `/setup` and `/setup/callback`; credentials are written to `env_path`."""
+    router = APIRouter()
+    states = _PendingStates()
+    finished = asyncio.Lock()
+    done = {"configured": app_configured(settings)}
+    web_url = github_web_url(settings.github_api_url)
+
+    @router.get("/", response_class=HTMLResponse)
+    async def home() -> HTMLResponse:
+        return _status_home() if done["configured"] else _setup_home()
+
+    @router.get("/setup", response_class=HTMLResponse)
+    async def start(request: Request, org: str | None = None) -> HTMLResponse:
+        if done["configured"]:
+            return _already_configured()
+        public_url = settings.public_url or str(request.base_url).rstrip("/")
+        try:
+            manifest = app_manifest(public_url, org=org or None)
+        except ValueError as exc:
+            return _page("Cannot set up", f"<p>{html.escape(str(exc))}</p>", 400)
+        browser = request.cookies.get(STATE_COOKIE) or secrets.token_urlsafe(24)
+        state = states.issue(browser)
+        page = _manifest_form(manifest_form_action(web_url, org or None, state), manifest,
+                              public_url)
+        # Lax: GitHub's redirect back is a top-level GET, which carries Lax cookies.
+        page.set_cookie(STATE_COOKIE, browser, max_age=int(STATE_TTL_S), httponly=True,
+                        samesite="lax", path="/setup",
+                        secure=public_url.startswith("https://"))
+        return page
+
+    @router.get("/setup/callback", response_class=HTMLResponse)
+    async def callback(request: Request, code: str = "", state: str = "") -> HTMLResponse:
+        async with finished:  # two racing callbacks must not both write credentials
+            if done["configured"]:
+                return _already_configured()
+            if not states.take(state, request.cookies.get(STATE_COOKIE)):
+                return _page("Setup link expired or not yours", (
+                    "<p>This callback does not match a setup started from this browser in "
+                    "the last hour. <a href='/setup'>Start again</a>.</p>"), 400)
+            if not code:
+                return _page("No code from GitHub", (
+                    "<p>GitHub sent no code. <a href='/setup'>Start again</a>.</p>"), 400)
+            try:
+                app = await convert_manifest_code(settings.github_api_url, code)
+            except ConversionError as exc:
+                return _page("GitHub did not create the App", (
+                    f"<p>{html.escape(str(exc))}</p><p>Codes expire after an hour and work "
+                    "once. <a href='/setup'>Start again</a>.</p>"), 502)
+            merge_env_file(env_path, {
+                "GITHUB_APP_ID": str(app["id"]), "GITHUB_PRIVATE_KEY": app["pem"],
+                "GITHUB_WEBHOOK_SECRET": app["webhook_secret"],
+                "FROGNANO_BOT_LOGIN": f"{app['slug']}[bot]"}, remove=CLEARED_KEYS)
+            done["configured"] = True
+        html_url = app.get("html_url") or f"{web_url}/apps/{app['slug']}"
+        return _done(app["slug"], str(html_url), env_path)
+
+    return router
