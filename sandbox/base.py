@@ -25,6 +25,8 @@ class SandboxLimits:
     cpu_seconds: int = 3600  # RLIMIT_CPU, per process
     max_output_chars: int = 30_000  # captured output per stream, after which it is cut
     tmp_bytes: int = 1024**3  # size of the private /tmp tmpfs
+    # Workspace plus private dir (HOME, venv), on the host's disk; see disk_quota.py.
+    disk_bytes: int = 16 * 1024**3  # room for a setup that installs ML wheels
     default_timeout: float = 120.0  # Bash default (leaf-contract §3)
     max_timeout: float = 1800.0  # ceiling on any single command
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.base import ExecResult, SandboxConfig, SandboxError
+from sandbox.disk_quota import DiskQuotaExceeded, DiskWatch
 from sandbox.gitdiff import workspace_diff
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
@@ -116,6 +117,12 @@ class RunnerProcess:
         code = self.proc.poll()
         tail = self.stderr_tail()
         return f"exit status {code}" + (f", stderr: {tail[-1500:]}" if tail else "")
+
+    def signal_kill(self) -> None:
+        """SIGKILL the runner's process group, safe from another thread: the reader sees
+        EOF and cleans up."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -240,11 +247,14 @@ class RunnerBackedSandbox:
         request = {"op": "tool", "name": name, "args": args}
         with self._lock:
             runner = self._ensure()
-            try:
-                return str(runner.request(request, seconds)["output"])
-            except RunnerGone as exc:
-                self._runner = None  # restarted lazily by the next call
-                return tool_failure_text(name, exc, seconds - GRACE_SECONDS)
+            with self._disk_watch(runner) as watch:
+                try:
+                    output = str(runner.request(request, seconds)["output"])
+                except RunnerGone as exc:
+                    self._runner = None  # restarted lazily by the next call
+                    output = tool_failure_text(name, exc, seconds - GRACE_SECONDS)
+            self._enforce_quota(watch)
+            return output
 
     def exec(self, command: str, *, network: bool = False,
              timeout: float | None = None) -> ExecResult:
@@ -255,11 +265,29 @@ class RunnerBackedSandbox:
             return self._exec_with_network(request, seconds)
         with self._lock:
             runner = self._ensure()
-            try:
-                return exec_result(runner.request(request, seconds + GRACE_SECONDS))
-            except RunnerGone as exc:
+            with self._disk_watch(runner) as watch:
+                try:
+                    result = exec_result(runner.request(request, seconds + GRACE_SECONDS))
+                except RunnerGone as exc:
+                    self._runner = None
+                    result = exec_failure(exc, seconds)
+            self._enforce_quota(watch)
+            return result
+
+    def _disk_watch(self, runner: RunnerProcess) -> DiskWatch:
+        return DiskWatch([self.config.workspace, self.config.private_dir],
+                         self.config.limits.disk_bytes, runner.signal_kill)
+
+    def _enforce_quota(self, watch: DiskWatch) -> None:
+        """Past the quota the run cannot go on (the files stay until the run's directory
+        is removed): end it with a SandboxError that names the reason."""
+        try:
+            watch.check()
+        except DiskQuotaExceeded as exc:
+            if self._runner is not None:
+                self._runner.kill()
                 self._runner = None
-                return exec_failure(exc, seconds)
+            raise SandboxError(str(exc)) from None
 
     def _exec_with_network(self, request: dict[str, Any], seconds: float) -> ExecResult:
         """A separate one-shot runner, so the persistent one never has a network."""
@@ -269,11 +297,15 @@ class RunnerBackedSandbox:
                 self._prepared = True
         runner = self._started(network=True)
         try:
-            return exec_result(runner.request(request, seconds + GRACE_SECONDS))
-        except RunnerGone as exc:
-            return exec_failure(exc, seconds)
+            with self._disk_watch(runner) as watch:
+                try:
+                    result = exec_result(runner.request(request, seconds + GRACE_SECONDS))
+                except RunnerGone as exc:
+                    result = exec_failure(exc, seconds)
         finally:
             runner.close()
+        self._enforce_quota(watch)
+        return result
 
     def diff(self) -> str:
         return workspace_diff(self.config.workspace)

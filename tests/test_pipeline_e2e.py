@@ -4,34 +4,30 @@ pushes into the local fake GitHub (OpenAPI-checked), and the scripted model."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from starlette.testclient import TestClient
 
-from bot.app import create_app
-from bot.events import sign
-from bot.settings import BotSettings
-from tests.conftest import git, make_repo
-from tests.fake_github.server import FakeGitHub
-from tests.redis_server import RedisServer, start_redis
+from tests.conftest import git
+from tests.reliability.stack import (
+    MAINTAINER,
+    OWNER,
+    READER,
+    Stack,
+    StackOptions,
+    running_stack,
+    wait_for,
+)
 from tests.sandbox_support import HAVE_BWRAP
 from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 
-SECRET = "webhook-secret"
-OWNER = "octo"
-MAINTAINER, READER = "maintainer", "drive-by"
 # One script for every run; what it does depends on the repository it finds, so one
 # resident worker model serves all scenarios.
 SCRIPT = [
@@ -47,115 +43,13 @@ SCRIPT = [
 ]
 
 
-class Stack:
-    def __init__(self, fake: FakeGitHub, redis: RedisServer, client: TestClient,
-                 state: Path) -> None:
-        self.fake, self.redis, self.client, self.state = fake, redis, client, state
-
-    def deliver(self, event: str, payload: dict[str, Any], delivery: str | None = None,
-                signature: str | None = None) -> Any:
-        body = json.dumps(payload).encode()
-        return self.client.post("/webhooks/github", content=body, headers={
-            "X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-            "X-Hub-Signature-256": signature or sign(SECRET, body),
-            "Content-Type": "application/json"})
-
-    def label(self, repo: str, number: int, actor: str = MAINTAINER, **kw: Any) -> Any:
-        return self.deliver("issues", {
-            "action": "labeled", "label": {"name": "frognano"},
-            "issue": issue_json(number), "repository": repo_json(repo),
-            "sender": user_json(actor), "installation": {"id": self.fake.installation_id},
-        }, **kw)
-
-    def retry(self, repo: str, number: int, actor: str, text: str = "") -> Any:
-        comment = self.fake.add_comment(OWNER, repo, number, f"/frognano retry {text}", actor)
-        return self.deliver("issue_comment", {
-            "action": "created", "issue": issue_json(number),
-            "comment": {"id": comment.id, "body": comment.body, "user": user_json(actor)},
-            "repository": repo_json(repo), "sender": user_json(actor),
-            "installation": {"id": self.fake.installation_id},
-        })
-
-    def status(self, repo: str, number: int) -> str:
-        mine = [c.body for c in self.fake.comments(OWNER, repo, number)
-                if "frognano:status" in c.body]
-        assert len(mine) <= 1, "one status comment, edited in place"
-        return mine[0] if mine else ""
-
-    def transcripts(self, repo: str) -> list[Path]:
-        return sorted((self.state / "transcripts" / OWNER / repo).glob("*.jsonl"))
-
-
-def user_json(login: str) -> dict[str, Any]:
-    return {"login": login, "id": abs(hash(login)) % 10**6, "type": "User"}
-
-
-def issue_json(number: int) -> dict[str, Any]:
-    return {"number": number, "title": "add() subtracts", "body": "", "state": "open",
-            "user": user_json("octocat")}
-
-
-def repo_json(name: str) -> dict[str, Any]:
-    return {"name": name, "full_name": f"{OWNER}/{name}", "owner": user_json(OWNER)}
-
-
-def wait_for(what: Callable[[], Any], timeout: float = 90, message: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {message or what}")
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("stack")
-    fake = FakeGitHub(root / "github").start()
-    redis = start_redis(root / "redis")
-    script = root / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    work = Path(f"/var/tmp/frognano-e2e-{uuid.uuid4().hex[:8]}")
-    env = {**os.environ, "GITHUB_APP_ID": str(fake.app_id),
-           "GITHUB_PRIVATE_KEY": fake.private_key_pem, "GITHUB_API_URL": fake.api_url,
-           "GITHUB_WEBHOOK_SECRET": SECRET, "FROGNANO_REDIS_URL": redis.url,
-           "FROGNANO_MODEL": f"scripted:{script}", "FROGNANO_STATE_DIR": str(root / "state"),
-           "FROGNANO_WORK_DIR": str(work), "FROGNANO_BOT_LOGIN": fake.bot_login,
-           "FROGNANO_PUBLIC_URL": "https://frognano.example"}
-    workers = [subprocess.Popen([sys.executable, "-m", "frognano", "worker", *extra],
-                                env=env, stdout=(root / f"worker{i}.log").open("w"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
-               for i, extra in enumerate([[], ["--control"]])]
-    settings = BotSettings(GITHUB_WEBHOOK_SECRET=SECRET, FROGNANO_REDIS_URL=redis.url,
-                           FROGNANO_BOT_LOGIN=fake.bot_login)
-    for name in ("calc", "calc-evil", "calc-reader"):
-        extra = {"EVIL": "x"} if name == "calc-evil" else {}
-        fake.add_repo(OWNER, name, _calc_tree(root / name, extra))
-        fake.add_issue(OWNER, name, 1, "add() subtracts", "`add(2, 3)` returns -1.")
-        fake.set_permission(OWNER, name, MAINTAINER, "write")
-        fake.set_permission(OWNER, name, READER, "read")
-    try:
-        with TestClient(create_app(settings, bot_login=fake.bot_login)) as client:
-            yield Stack(fake, redis, client, root / "state")
-    finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)  # warm shutdown: running tasks finish
-        for worker in workers:
-            try:
-                worker.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-        redis.stop()
-        fake.stop()
-        subprocess.run(["rm", "-rf", str(work)], check=False)
-        for log in sorted(root.glob("worker*.log")):
-            print(f"--- {log.name}\n{log.read_text()[-3000:]}")
-    assert not fake.violations, "\n".join(fake.violations)
-
-
-def _calc_tree(path: Path, extra: dict[str, str]) -> Path:
-    return make_repo(path, extra, template="calc_repo")
+    with running_stack(tmp_path_factory.mktemp("stack"), StackOptions(SCRIPT)) as stack:
+        stack.add_calc_repo("calc")
+        stack.add_calc_repo("calc-evil", {"EVIL": "x"})
+        stack.add_calc_repo("calc-reader")
+        yield stack
 
 
 def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,

@@ -83,13 +83,14 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
           should_stop: Callable[[], bool] = lambda: False) -> SolveResult:
     started = time.monotonic()
     deadline = started + limits.max_seconds
+    task = task_message(issue, test_command, guidance)
     transcript.write("run", model=model.name, test_command=test_command,
                      setup_command=setup_command, limits=limits.__dict__,
                      sampling=getattr(getattr(model, "sampling", None), "__dict__", None),
-                     seed=getattr(model, "seed", None))
+                     seed=getattr(model, "seed", None), task=task)
     state = LoopState(messages=[
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": task_message(issue, test_command, guidance)},
+        {"role": "user", "content": task},
     ])
 
     def finish(reason: str, baseline: TestVerdict | None, final: TestVerdict | None,

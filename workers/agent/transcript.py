@@ -21,7 +21,9 @@ class Transcript:
         self._file: IO[str] | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
+            # Model output may carry lone surrogates (JSON allows `\udcff`): escape them
+            # rather than lose the transcript.
+            self._file = path.open("a", encoding="utf-8", errors="backslashreplace")
         self.records: list[dict[str, Any]] = []
 
     def write(self, kind: str, **fields: Any) -> None:

@@ -1,0 +1,86 @@
+"""A disk quota for the workspace and the private dir, which live on the host's disk.
+
+RLIMIT_FSIZE caps one file, not how many: without privileges there is no real quota
+(no project quotas, no loop mounts), so a watchdog measures the trees while a command
+runs and kills the sandbox's runner once they pass the limit. What can still be written
+past the limit is bounded by the poll interval times the disk's write speed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+MIN_POLL_SECONDS = 0.2
+# A walk may take at most this share of the wall time (big repositories walk slowly).
+WALK_SHARE = 0.1
+
+
+def tree_bytes(roots: Iterable[Path]) -> int:
+    """Bytes allocated on disk under `roots` (sparse files count what they use);
+    symlinks are not followed, unreadable directories count as empty."""
+    total = 0
+    stack = [str(root) for root in roots]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            total += info.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return total
+
+
+class DiskQuotaExceeded(Exception):
+    pass
+
+
+class DiskWatch:
+    """While active, calls `on_exceeded` once the trees pass `limit_bytes`."""
+
+    def __init__(self, roots: list[Path], limit_bytes: int,
+                 on_exceeded: Callable[[], None]) -> None:
+        self.roots, self.limit_bytes, self.on_exceeded = roots, limit_bytes, on_exceeded
+        self.exceeded_at: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="disk-watch")
+
+    def _measure(self) -> float:
+        started = time.monotonic()
+        used = tree_bytes(self.roots)
+        if used > self.limit_bytes and self.exceeded_at is None:
+            self.exceeded_at = used
+            self.on_exceeded()
+        return time.monotonic() - started
+
+    def _watch(self) -> None:
+        interval = MIN_POLL_SECONDS
+        while not self._stop.wait(interval) and self.exceeded_at is None:
+            interval = max(MIN_POLL_SECONDS, self._measure() / WALK_SHARE)
+
+    def __enter__(self) -> DiskWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        if self.exceeded_at is None:
+            self._measure()  # what the last poll missed
+
+    def check(self) -> None:
+        if self.exceeded_at is not None:
+            raise DiskQuotaExceeded(
+                f"disk_quota: the workspace and the sandbox's private files use "
+                f"{self.exceeded_at / 1024**2:.0f} MiB, over the limit of "
+                f"{self.limit_bytes / 1024**2:.0f} MiB; the command was killed")
