@@ -60,8 +60,17 @@ def _parser() -> argparse.ArgumentParser:
 
     add_model_parser(commands)
 
+    up = commands.add_parser("up", help="run the whole bot on this host: receiver, workers, "
+                                        "and a private Redis unless FROGNANO_REDIS_URL is set")
+    up.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (default 127.0.0.1: put it behind your HTTPS proxy)")
+    up.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    up.add_argument("--workers", type=int, default=1,
+                    help="run workers; one per GPU with an in-process model (default 1)")
+
     serve = commands.add_parser("serve", help="run the webhook receiver")
-    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default 127.0.0.1: put it behind your HTTPS proxy)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
 
     app = commands.add_parser("app", help="the GitHub App")
@@ -124,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         from frognano.app_command import run_app_manifest
 
         return run_app_manifest(args.url, args.org)
-    if args.command in ("serve", "worker"):
+    if args.command in ("serve", "worker", "up"):
         return _run_service(args)
     if args.command == "model":
         from frognano.model_command import run_model_command
@@ -144,6 +153,11 @@ def _run_service(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
         return 2
+    if args.command == "up":
+        from frognano.up_command import run_up
+
+        return run_up(settings, host=args.host, port=args.port, workers=args.workers,
+                      state_dir=_state_dir())
     if args.command == "serve":
         from frognano.serve_command import run_serve
 
