@@ -58,9 +58,10 @@ class SandboxConfig:
     extra_ro_binds: list[Path] = field(default_factory=list)
     # Unprivileged uid/gid the bubblewrap sandbox runs as when the worker is root
     # (the kernel does not apply RLIMIT_NPROC to uid 0); workspace and private_dir are
-    # chowned to it.
-    sandbox_uid: int = 65534
-    sandbox_gid: int = 65534
+    # chowned to it. None: a uid of its own from a pool (sandbox/uid_pool.py), so that
+    # concurrent sandboxes do not share one process limit.
+    sandbox_uid: int | None = None
+    sandbox_gid: int | None = None
 
 
 class Sandbox(Protocol):

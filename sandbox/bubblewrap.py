@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sandbox.base import SandboxConfig, SandboxLimits, SandboxUnavailable
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
+from sandbox.uid_pool import POOL_BASE, UidLease, passwd_lines
 
 INSTALL_HINT = (
     "bubblewrap (bwrap) is not on PATH: install it (e.g. `apt-get install bubblewrap`), "
@@ -33,7 +34,7 @@ SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # left out on purpose: Debian's resets PATH, which would hide the per-run venv.
 ETC_ALLOWLIST = (
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
-    "ca-certificates.conf", "passwd", "group", "nsswitch.conf", "hosts", "host.conf",
+    "ca-certificates.conf", "nsswitch.conf", "hosts", "host.conf",
     "resolv.conf", "gai.conf", "services", "protocols", "localtime", "timezone",
     "bash.bashrc", "inputrc", "mime.types", "magic", "os-release", "debian_version",
     "xdg/pip", "pip.conf", "python3", "python3.11", "java-17-openjdk", "npmrc",
@@ -134,16 +135,34 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         # RLIMIT_NPROC does not bind real uid 0 (even in a user namespace): drop to a
         # plain uid so the process limit, and everything else, applies.
         self.as_root = os.geteuid() == 0
-        self.uid = config.sandbox_uid if self.as_root else os.getuid()
-        self.gid = config.sandbox_gid if self.as_root else os.getgid()
-        self.python, self.prefixes = sandbox_interpreter(self.uid, self.gid)
+        self._lease: UidLease | None = None
+        if not self.as_root:
+            self.uid, self.gid = os.getuid(), os.getgid()
+        elif config.sandbox_uid is not None:
+            self.uid = config.sandbox_uid
+            self.gid = config.sandbox_gid if config.sandbox_gid is not None else self.uid
+        else:
+            self._lease = UidLease()
+            self.uid = self.gid = self._lease.uid
+        # Every pool uid is "other" to the system's files: probe reachability once.
+        probe = (POOL_BASE, POOL_BASE) if self._lease else (self.uid, self.gid)
+        self.python, self.prefixes = sandbox_interpreter(*probe)
+
+    def close(self) -> None:
+        super().close()
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
 
     def _prepare(self) -> None:
         workspace, private = self.config.workspace, self.config.private_dir
         if not workspace.is_dir():
             raise SandboxUnavailable(f"workspace {workspace} is not a directory")
-        for sub in ("home", "venv"):
+        for sub in ("home", "venv", "etc"):
             (private / sub).mkdir(parents=True, exist_ok=True)
+        passwd, group = passwd_lines(self.uid, self.gid, f"{PRIVATE}/home")
+        (private / "etc" / "passwd").write_text(passwd)
+        (private / "etc" / "group").write_text(group)
         if self.as_root:
             # .git stays ours: it is mounted read-only inside anyway.
             chown_tree(workspace, self.uid, self.gid, skip={".git"})
@@ -161,6 +180,9 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             "PATH": ":".join(dict.fromkeys(path)), "HOME": f"{PRIVATE}/home", "TMPDIR": "/tmp",
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
             "PYTHONDONTWRITEBYTECODE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            # The read-only .git belongs to a uid the sandbox does not map: let git in.
+            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+            "GIT_CONFIG_VALUE_0": "*",
         }
         env.update(self.config.env)
         return env
@@ -185,6 +207,9 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         argv += ["--ro-bind-try", "/opt", "/opt"]
         for name in ETC_ALLOWLIST:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        private = self.config.private_dir.resolve()
+        for name in ("passwd", "group"):  # the sandbox's own user, not the host's list
+            argv += ["--ro-bind", str(private / "etc" / name), f"/etc/{name}"]
         for path in [*self.prefixes, *map(str, self.config.extra_ro_binds)]:
             argv += ["--ro-bind", path, path]
         argv += ["--proc", "/proc", "--dev", "/dev",

@@ -119,7 +119,9 @@ def test_host_environment_and_secrets_are_invisible(sb) -> None:
     assert "HOME=/frognano/home" in out and "PYTHONDONTWRITEBYTECODE=1" in out
     for secret_file in ("/etc/shadow", "/etc/gshadow", "/root", "/home", "/etc/ssh"):
         assert "No such file or directory" in bash(sb, f"ls {secret_file}"), secret_file
-    assert "STDOUT:\nnobody\n" in bash(sb, "id -un") or os.geteuid() != 0
+    # As root, the sandbox runs as a leased uid of its own, never as root.
+    assert "STDOUT:\nsandbox\n" in bash(sb, "id -un") or os.geteuid() != 0
+    assert "STDOUT:\n0\n" not in bash(sb, "id -u")
 
 
 def test_symlinks_in_workspace_do_not_get_host_files_chowned() -> None:
@@ -202,3 +204,21 @@ def test_missing_bwrap_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> N
         open_sandbox("bubblewrap", SandboxConfig(workspace=root, private_dir=root / "p"))
     with pytest.raises(ValueError, match="unknown sandbox backend"):
         open_sandbox("docker", SandboxConfig(workspace=Path("/"), private_dir=Path("/")))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are for workers running as root")
+def test_a_fork_bomb_in_one_sandbox_does_not_stop_another(tight) -> None:
+    """Each sandbox has a uid of its own, so RLIMIT_NPROC is counted per sandbox."""
+    bomb = threading.Thread(target=bash, args=(tight, "while :; do sleep 300 & done",),
+                            kwargs={"timeout": 6})
+    bomb.start()
+    time.sleep(1.5)  # the bomb is at its limit now
+    try:
+        with running_sandbox("bubblewrap") as other:
+            assert bash(other, "echo unaffected") == \
+                "Exit code: 0\nSTDOUT:\nunaffected\n\nSTDERR:\n"
+            uid_inside = bash(other, "id -u; id -un").split("\n")[2:4]
+            assert int(uid_inside[0]) != 65534 and uid_inside[1] == "sandbox"
+    finally:
+        bomb.join()
+    assert host_pids_with("sleep 300") == []
