@@ -6,7 +6,6 @@ authorizing the actor is the accept task's job on the worker side.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -38,7 +37,7 @@ from bot.enqueue import (
     Enqueuer,
     enqueue_once,
 )
-from bot.events import Ignore, PayloadError, route, verify_signature
+from bot.events import Ignore, PayloadError, parse_json_body, route, verify_signature
 from bot.logs import delivery_context
 from bot.settings import BotSettings
 from bot.setup_flow import setup_router
@@ -180,7 +179,7 @@ class _Receiver:
         if event_name == "ping":
             return _Answer(JSONResponse({"pong": True}, 200), "ping", event)
         try:
-            payload = json.loads(body)
+            payload = parse_json_body(body)
             decision = route(event_name, payload, trigger_label=self._trigger_label,
                              bot_login=self._bot_login, delivery_id=delivery_id)
         except (ValueError, PayloadError) as exc:  # JSONDecodeError is a ValueError

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -47,6 +48,18 @@ def sign(secret: str | bytes, body: bytes) -> str:
     """The `X-Hub-Signature-256` value GitHub would send for `body` (tests and benchmarks)."""
     key = secret.encode() if isinstance(secret, str) else secret
     return SIGNATURE_PREFIX + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def parse_json_body(body: bytes) -> Any:
+    """The delivery's JSON; PayloadError for anything that is not JSON we can hold, including
+    nesting deep enough to exhaust the parser's recursion (a RecursionError, not a
+    ValueError, which would otherwise become a 500)."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise PayloadError("JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, int digit limits
+        raise PayloadError(f"not JSON: {exc}") from None
 
 
 # --- payload shapes: only the fields the router reads; GitHub adds fields freely ---------

@@ -211,3 +211,13 @@ def test_payload_error_names_the_missing_field() -> None:
 
 def test_ignored_actions_do_not_need_the_full_shape() -> None:
     assert isinstance(do_route("issues", {"action": "opened"}), Ignore)
+
+
+def test_json_nested_too_deep_is_a_payload_error_not_a_crash() -> None:
+    from bot.events import PayloadError, parse_json_body
+
+    with pytest.raises(PayloadError, match="nested too deeply"):
+        parse_json_body(b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(PayloadError, match="not JSON"):
+        parse_json_body(b"\xff{")
+    assert parse_json_body(b'{"a": [1]}') == {"a": [1]}

@@ -83,6 +83,11 @@ class IssueCoordinator:
         deadline = time.monotonic() + timeout
         while True:
             if self.try_lock(generation):
+                if self.is_stale(generation):
+                    # Superseded before it began: starting would prepare a workspace and
+                    # run the baseline tests only to stop at the first turn.
+                    self.release_lock(generation)
+                    return "stale"
                 return "acquired"
             if self.lock_holder() == generation:
                 return "duplicate"

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import fnmatch
+import logging
+import time
 from pathlib import Path
 
 from bot.github_api import GitHubApi, PullInfo, RepoRef
 from bot.messages import NEEDS_REVIEW_LABEL
-from workers.gitops import Identity, git
+from workers.gitops import GitError, Identity, git
 from workers.local_solve import commit_on_branch
 from workers.repo_cache import RepoCache
 
 ALWAYS_FORBIDDEN = (".github/workflows/",)
+PUSH_ATTEMPTS = 3
+PUSH_BACKOFF_SECONDS = 1.0
+
+log = logging.getLogger(__name__)
 
 
 def branch_for(issue_number: int) -> str:
@@ -42,6 +48,22 @@ def bot_identity(login: str) -> Identity:
     return (login, f"{login}@users.noreply.github.com")
 
 
+def push_with_retries(cache: RepoCache, workspace: Path, url: str, branch: str,
+                      token: str) -> None:
+    """Force-push, again after a failure: a force-push is idempotent, and a dropped
+    connection must not throw away a run whose tests passed."""
+    for attempt in range(1, PUSH_ATTEMPTS + 1):
+        try:
+            cache.push(workspace, url, branch, token)
+            return
+        except GitError as exc:
+            if attempt == PUSH_ATTEMPTS:
+                raise
+            wait = PUSH_BACKOFF_SECONDS * 2 ** (attempt - 1)
+            log.warning("push of %s failed (%s), retrying in %.0f s", branch, exc, wait)
+            time.sleep(wait)
+
+
 def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, workspace: Path,
                        issue_number: int, title: str, body: str, base: str, message: str,
                        reviewer: str) -> PullInfo:
@@ -50,7 +72,8 @@ def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, wo
     branch = branch_for(issue_number)
     commit_on_branch(workspace, branch, message, identity=bot_identity(api.bot_login()))
     # Minted just before use: the clone's token may have expired during a long run.
-    cache.push(workspace, api.clone_url(repo), branch, api.installation_token(repo))
+    push_with_retries(cache, workspace, api.clone_url(repo), branch,
+                      api.installation_token(repo))
     existing = api.find_open_pull(repo, branch)
     if existing is not None:
         pull = api.update_pull(repo, existing.number, title=title, body=body)

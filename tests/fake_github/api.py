@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tests.fake_github import objects
 from tests.fake_github.git_http import run_http_backend
 from tests.fake_github.server import (
+    ABORT_EXTENSION,
     ROLE_TO_PERMISSION,
     Comment,
     FakeGitHub,
@@ -100,6 +101,9 @@ class FakeGitHubMiddleware:
 
         fault = self._take_fault(method, path)
         credential, denial = self._authenticate(kind, headers, path)
+        if fault is not None and fault.drop is not None:
+            await self._drop(scope, fault.drop, body, credential, denial)
+            return
         if fault is not None:
             response: Response = _json(fault.status, fault.body, fault.headers)
         elif denial is not None:
@@ -124,6 +128,30 @@ class FakeGitHubMiddleware:
 
             scope.setdefault("state", {})["credential"] = credential
             await self.app(scope, replay, recording_send)
+
+    async def _drop(self, scope: Scope, when: str, body: bytes, credential: str | None,
+                    denial: Response | None) -> None:
+        """Close the connection without an answer; for "after", serve the request first
+        (recorded as status 0, never checked: the client saw no response)."""
+        if when == "after" and denial is None:
+            sent = False
+
+            async def replay() -> Message:
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return {"type": "http.disconnect"}
+
+            async def swallow(message: Message) -> None:
+                return None
+
+            scope.setdefault("state", {})["credential"] = credential
+            await self.app(scope, replay, swallow)
+        self.fake.requests.append(RecordedRequest(
+            scope["method"], scope["path"], {}, 0, _decode(body), credential, "dropped"))
+        scope["extensions"][ABORT_EXTENSION]()
+        await anyio.sleep(0.05)  # let the server see the connection lost before returning
 
     def _record(self, method: str, path: str, query: dict[str, str], body: bytes,
                 headers: dict[str, str], kind: str, credential: str | None, status: int,
@@ -388,7 +416,10 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         repo = repo_of(owner, name, request)
         if number not in repo.issues:
             raise GitHubError(404, "Not Found")
-        everything = [comment_json(repo, c) for c in fake.comments(owner, name, number)]
+        since = request.query_params.get("since")
+        after = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+        everything = [comment_json(repo, c) for c in fake.comments(owner, name, number)
+                      if after is None or c.updated_at >= after]
         per_page = min(int(request.query_params.get("per_page", 30)), 100)
         page = int(request.query_params.get("page", 1))
         chunk = everything[(page - 1) * per_page: page * per_page]

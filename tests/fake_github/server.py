@@ -52,6 +52,7 @@ class RecordedRequest:
     body: Any  # parsed JSON when it was JSON, else text (git bodies are left out)
     credential: str | None  # the installation token or "jwt:<iss>" it carried
     kind: str  # "api", "app" or "git"
+    at: float = field(default_factory=time.monotonic)  # when it was answered
 
 
 @dataclass
@@ -72,6 +73,9 @@ class Fault:
     headers: dict[str, str]
     body: dict[str, Any]
     times: int
+    # "before": close the connection without serving the request; "after": serve it (the
+    # change happens) and close the connection instead of answering; None: answer `status`.
+    drop: str | None = None
 
 
 @dataclass
@@ -207,7 +211,7 @@ class FakeGitHub:
     def start(self) -> FakeGitHub:
         from tests.fake_github.api import build_app  # api imports this module
 
-        config = uvicorn.Config(build_app(self), host="127.0.0.1", port=0,
+        config = uvicorn.Config(with_connection_abort(build_app(self)), host="127.0.0.1", port=0,
                                 log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="fake-github",
@@ -310,6 +314,14 @@ class FakeGitHub:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), status,
                                      dict(headers or {}), {"message": message}, times))
 
+    def drop_next(self, method: str, path_regex: str, *, after_processing: bool = False,
+                  times: int = 1) -> None:
+        """Close the connection of the next `times` matching requests without an answer;
+        with `after_processing` the request takes effect first (only the answer is lost)."""
+        with self.lock:
+            self.faults.append(Fault(method.upper(), re.compile(path_regex), 0, {}, {}, times,
+                                     "after" if after_processing else "before"))
+
     def confirm_manifest(self, manifest: dict[str, Any], org: str | None) -> ManifestCode:
         """What github.com does when the user confirms a posted manifest: a one-time code."""
         confirmed = ManifestCode(secrets.token_hex(10), manifest, org)
@@ -385,6 +397,23 @@ class FakeGitHub:
 
     def api_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.kind != "git"]
+
+
+ABORT_EXTENSION = "fake.abort_connection"
+
+
+def with_connection_abort(app: Any) -> Any:
+    """Give the app a way to drop its connection without answering: uvicorn's own `send`
+    (a bound method of the request cycle) knows the transport; it is put in the scope's
+    extensions before any middleware wraps `send`."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        cycle = getattr(send, "__self__", None)
+        if scope["type"] == "http" and cycle is not None and hasattr(cycle, "transport"):
+            scope.setdefault("extensions", {})[ABORT_EXTENSION] = cycle.transport.abort
+        await app(scope, receive, send)
+
+    return wrapped
 
 
 def _git(cwd: Path, *args: str) -> str:
