@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bot.github_api import RepoRef
+from bot.github_api import GitHubError, RepoRef
 from bot.logs import delivery_context, run_context
 from bot.messages import (
     RunReport,
@@ -81,10 +81,13 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
 
 def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception) -> None:
     repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
+    if isinstance(exc, GitHubError):  # GitHub refused a step after its retries
+        summary = f"GitHub refused a step of the run: {str(exc)[:300]}"
+    else:
+        summary = f"an internal error stopped the run ({type(exc).__name__}: {str(exc)[:300]})"
     try:
         StatusComment(rt.github, repo, trigger.issue_number).set(status_failed(
-            f"an internal error stopped the run ({type(exc).__name__}: {str(exc)[:300]}). "
-            "Comment `/frognano retry` to try again.", generation))
+            f"{summary}. Comment `/frognano retry` to try again.", generation))
     except Exception:
         log.exception("could not report the crash of %s on GitHub", trigger.issue_key)
 
