@@ -59,3 +59,27 @@ def host_pids_with(needle: str) -> list[int]:
             if needle in cmdline:
                 found.append(int(entry.name))
     return found
+
+
+def wait_gone(needle: str, timeout: float = 5.0) -> list[str]:
+    """Host processes matching `needle` still alive after `timeout` seconds, described
+    with their state and owner; a SIGKILLed process may take a moment to finish exiting."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for pid in host_pids_with(needle):
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            state = fields.get("State", "?").strip()
+            if state.startswith(("Z", "X")):
+                continue  # exited; only its parent's wait() is pending
+            alive.append(f"{pid} state={state} uid={fields.get('Uid', '?').split()[0]} "
+                         f"ppid={fields.get('PPid', '?').strip()}")
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.1)

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxConfig, SandboxLimits, SandboxUnavailable, open_sandbox
-from tests.sandbox_support import HAVE_BWRAP, host_pids_with, reachable_dir, running_sandbox
+from tests.sandbox_support import (
+    HAVE_BWRAP,
+    reachable_dir,
+    running_sandbox,
+    wait_gone,
+)
 
 pytestmark = [pytest.mark.bwrap,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap (bwrap) is not installed")]
@@ -155,7 +160,7 @@ def test_sleep_past_timeout_returns_quickly(sb) -> None:
 def test_background_processes_do_not_outlive_their_command(sb, spawn: str) -> None:
     seconds = f"{1000 + int(uuid.uuid4().int % 1000)}.5"
     assert bash(sb, spawn.format(n=seconds)).startswith("Exit code: 0")
-    assert host_pids_with(f"sleep {seconds}") == []
+    assert wait_gone(f"sleep {seconds}") == []
     leftovers = bash(sb, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
     assert f"sleep {seconds}" not in leftovers
     assert bash(sb, "echo still-works") == "Exit code: 0\nSTDOUT:\nstill-works\n\nSTDERR:\n"
@@ -165,18 +170,18 @@ def test_timed_out_command_leaves_nothing_behind(sb) -> None:
     seconds = f"{2000 + int(uuid.uuid4().int % 1000)}.5"
     out = bash(sb, f"setsid sleep {seconds} & sleep 30", timeout=0.5)
     assert out.startswith("Timed out after 0.5s")
-    assert host_pids_with(f"sleep {seconds}") == []
+    assert wait_gone(f"sleep {seconds}") == []
 
 
 def test_fork_bomb_is_contained(tight) -> None:
     started = time.monotonic()
-    out = bash(tight, "for i in $(seq 100); do sleep 300 & done; wait", timeout=3)
+    out = bash(tight, "for i in $(seq 100); do sleep 3017 & done; wait", timeout=3)
     assert "Resource temporarily unavailable" in out
     assert time.monotonic() - started < 15
     count = bash(tight, "ls -d /proc/[0-9]* | wc -l")
     # bwrap's init, the runner, bash and ls: nothing left over from the bomb.
     assert count.startswith("Exit code: 0\nSTDOUT:\n") and int(count.split("\n")[2]) <= 5
-    assert host_pids_with("sleep 300") == []
+    assert wait_gone("sleep 3017") == []
 
 
 def test_memory_hog_is_contained(tight) -> None:
@@ -209,7 +214,7 @@ def test_missing_bwrap_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.mark.skipif(os.geteuid() != 0, reason="uid leases are for workers running as root")
 def test_a_fork_bomb_in_one_sandbox_does_not_stop_another(tight) -> None:
     """Each sandbox has a uid of its own, so RLIMIT_NPROC is counted per sandbox."""
-    bomb = threading.Thread(target=bash, args=(tight, "while :; do sleep 300 & done",),
+    bomb = threading.Thread(target=bash, args=(tight, "while :; do sleep 3017 & done",),
                             kwargs={"timeout": 6})
     bomb.start()
     time.sleep(1.5)  # the bomb is at its limit now
@@ -221,4 +226,4 @@ def test_a_fork_bomb_in_one_sandbox_does_not_stop_another(tight) -> None:
             assert int(uid_inside[0]) != 65534 and uid_inside[1] == "sandbox"
     finally:
         bomb.join()
-    assert host_pids_with("sleep 300") == []
+    assert wait_gone("sleep 3017") == []

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.sandbox_support import host_pids_with, running_sandbox
+from tests.sandbox_support import running_sandbox, wait_gone
 
 
 def test_warns_loudly_and_cleans_up(caplog: pytest.LogCaptureFixture,
@@ -23,7 +23,7 @@ def test_warns_loudly_and_cleans_up(caplog: pytest.LogCaptureFixture,
         assert secret not in sb.run_tool("Bash", {"command": "env"})
         assert sb.run_tool("Bash", {"command": f"(sleep {seconds} &); nohup sleep {seconds} &"}
                            ).startswith("Exit code: 0")
-        assert host_pids_with(f"sleep {seconds}") == []
+        assert wait_gone(f"sleep {seconds}") == []
         assert sb.run_tool("Bash", {"command": "echo $HOME"}).split("\n")[2] == (
             f"{sb.config.private_dir.resolve()}/home")
     assert os.environ["FROGNANO_TEST_SECRET"] == secret
