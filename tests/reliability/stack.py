@@ -29,11 +29,24 @@ from bot.settings import BotSettings
 from tests.conftest import make_repo
 from tests.fake_github.server import FakeGitHub
 from tests.redis_server import RedisServer, start_redis
+from workers.models.scripted import final_answer, think_and_call
 
 SECRET = "webhook-secret"
 OWNER = "octo"
 MAINTAINER, READER = "maintainer", "drive-by"
 CALC_ISSUE = ("add() subtracts", "`add(2, 3)` returns -1.")
+
+
+# The one fix every calc scenario ends with.
+FIX_CALC = think_and_call("add uses minus.", "Edit", file_path="calc.py",
+                          old_string="return a - b", new_string="return a + b")
+
+
+def slow_fix_script(command: str, reasoning: str = "Look around first.") -> list[str]:
+    """A run that sits in one tool call (where a scenario can catch it mid-run), then fixes
+    calc and stops."""
+    return [think_and_call(reasoning, "Bash", command=command), FIX_CALC,
+            final_answer("Fixed `add`.")]
 
 
 @dataclass

@@ -31,11 +31,11 @@ from tests.reliability.stack import (
     Stack,
     StackOptions,
     running_stack,
+    slow_fix_script,
     stop_worker,
     wait_for,
 )
 from tests.sandbox_support import HAVE_BWRAP
-from workers.models.scripted import final_answer, think_and_call
 from workers.run_store import RunStore
 
 pytestmark = [pytest.mark.reliability,
@@ -50,10 +50,7 @@ RETRY_SHARE = 0.1  # the rest are label deliveries
 # workers, the control worker and the fake GitHub (observed p99 about 0.8 s);
 # bench/receiver.py holds the quiet-machine target (50 ms).
 P99_LIMIT_MS = 2000.0
-SCRIPT = [think_and_call("Look around first.", "Bash", command="sleep 2; ls"),
-          think_and_call("add uses minus.", "Edit", file_path="calc.py",
-                         old_string="return a - b", new_string="return a + b"),
-          final_answer("Fixed `add`.")]
+SCRIPT = slow_fix_script("sleep 2; ls")
 
 
 @pytest.fixture(scope="module")

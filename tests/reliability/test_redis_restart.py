@@ -13,9 +13,15 @@ from collections.abc import Iterator
 import pytest
 
 from tests.reliability.conftest import Recorder
-from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack, wait_for
+from tests.reliability.stack import (
+    OWNER,
+    Stack,
+    StackOptions,
+    running_stack,
+    slow_fix_script,
+    wait_for,
+)
 from tests.sandbox_support import HAVE_BWRAP, host_pids_with
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -24,10 +30,7 @@ LONG_STEP = "sleep 6.17"  # a unique command line: the run is mid-step while Red
 OUTAGE_S = 3.0
 VISIBILITY_S = 8  # longer than the lock TTL (4 s), as in production
 REPO = "calc-redis"
-SCRIPT = [think_and_call("Run the slow diagnostics first.", "Bash", command=LONG_STEP),
-          think_and_call("add uses minus.", "Edit", file_path="calc.py",
-                         old_string="return a - b", new_string="return a + b"),
-          final_answer("Fixed `add`.")]
+SCRIPT = slow_fix_script(LONG_STEP, "Run the slow diagnostics first.")
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,15 @@ from collections.abc import Iterator
 import pytest
 
 from tests.reliability.conftest import Recorder
-from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack, wait_for
+from tests.reliability.stack import (
+    OWNER,
+    Stack,
+    StackOptions,
+    running_stack,
+    slow_fix_script,
+    wait_for,
+)
 from tests.sandbox_support import HAVE_BWRAP
-from workers.models.scripted import final_answer, think_and_call
 from workers.run_store import Run, RunStore
 
 pytestmark = [pytest.mark.reliability,
@@ -26,10 +32,7 @@ DELIVERIES = 50
 WINDOW_S = 2.0
 REPO = "calc-storm"
 # A short pause in the middle gives an older run the chance to be superseded mid-run.
-SCRIPT = [think_and_call("Look around first.", "Bash", command="sleep 1; ls"),
-          think_and_call("add uses minus.", "Edit", file_path="calc.py",
-                         old_string="return a - b", new_string="return a + b"),
-          final_answer("Fixed `add`.")]
+SCRIPT = slow_fix_script("sleep 1; ls")
 
 
 @pytest.fixture(scope="module")

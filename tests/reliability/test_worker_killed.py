@@ -13,20 +13,21 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.conftest import Recorder
-from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack, wait_for
+from tests.reliability.stack import (
+    OWNER,
+    Stack,
+    StackOptions,
+    running_stack,
+    slow_fix_script,
+    wait_for,
+)
 from tests.sandbox_support import HAVE_BWRAP, host_pids_with
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
 
 LONG_STEP = "sleep 7.31"  # a unique command line to find the run on the host
-SCRIPT = [
-    think_and_call("Run the slow diagnostics first.", "Bash", command=LONG_STEP),
-    think_and_call("add uses minus.", "Edit", file_path="calc.py",
-                   old_string="return a - b", new_string="return a + b"),
-    final_answer("Fixed `add`."),
-]
+SCRIPT = slow_fix_script(LONG_STEP, "Run the slow diagnostics first.")
 
 
 @pytest.fixture(scope="module")
