@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                           help="the receiver's public URL (default: $FROGNANO_PUBLIC_URL)")
     manifest.add_argument("--org", help="the organisation that will own the App")
 
+    commands.add_parser("doctor", help="check everything the bot needs, one line each, "
+                                       "with the fix")
+
     worker = commands.add_parser("worker", help="run a Celery worker")
     worker.add_argument("--control", action="store_true",
                         help="take the fast accept tasks instead of runs")
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         from frognano.app_command import run_app_manifest
 
         return run_app_manifest(args.url, args.org)
-    if args.command in ("serve", "worker", "up"):
+    if args.command in ("serve", "worker", "up", "doctor"):
         return _run_service(args)
     if args.command == "model":
         from frognano.model_command import run_model_command
@@ -153,6 +156,10 @@ def _run_service(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
         return 2
+    if args.command == "doctor":
+        from frognano.doctor import all_checks, report
+
+        return 0 if report(all_checks(settings), sys.stdout) else 1
     if args.command == "up":
         from frognano.up_command import run_up
 

@@ -1,0 +1,206 @@
+"""`frognano doctor`: one line per thing the bot needs, each with the fix when it is missing.
+
+`frognano up` prints the same lines at start, so a half-configured host says what is
+missing before the first issue is labelled instead of failing on it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from bot.settings import BotSettings
+
+MIN_WEBHOOK_SECRET_CHARS = 32
+PROBE_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok", "warn" (works, but not as it should) or "fail"
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        mark = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[self.status]
+        text = f"{mark}  {self.name:<16} {self.detail}"
+        return text + (f"\n      {'':<16} fix: {self.fix}" if self.fix and self.status != "ok"
+                       else "")
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_SECONDS,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def check_bubblewrap() -> Check:
+    fix = "apt-get install bubblewrap; if it is installed, allow unprivileged user " \
+          "namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04 " \
+          "kernel.apparmor_restrict_unprivileged_userns=0)"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Check("bubblewrap", "fail", "bwrap is not on PATH", fix)
+    # The sandbox needs a user namespace of its own and no network: probe exactly that.
+    done = _run([bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/",
+                 "--proc", "/proc", "--dev", "/dev", "true"])
+    if done is None or done.returncode != 0:
+        why = (done.stderr.strip() if done else "it did not answer") or "unknown error"
+        return Check("bubblewrap", "fail", f"{bwrap} cannot start a sandbox: {why}", fix)
+    return Check("bubblewrap", "ok", f"{bwrap}, user namespaces work")
+
+
+def check_binary(name: str, package: str, why: str) -> Check:
+    path = shutil.which(name)
+    if path is None:
+        return Check(name, "fail", f"not on PATH ({why})", f"apt-get install {package}")
+    return Check(name, "ok", path)
+
+
+def check_redis(settings: BotSettings) -> Check:
+    if "redis_url" in settings.model_fields_set:
+        import redis
+
+        try:
+            redis.Redis.from_url(settings.redis_url, socket_timeout=3).ping()
+        except (redis.RedisError, ValueError) as exc:
+            return Check("redis", "fail", f"{settings.redis_url} does not answer: {exc}",
+                         "start that Redis, or unset FROGNANO_REDIS_URL to let "
+                         "`frognano up` run a private one")
+        return Check("redis", "ok", f"{settings.redis_url} answers")
+    found = check_binary("redis-server", "redis-server", "`frognano up` starts a private one")
+    return Check("redis", found.status, found.detail, found.fix)
+
+
+def check_database(settings: BotSettings) -> Check:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    url = settings.run_database_url
+    shown = url.split("@")[-1] if "@" in url else url  # never print a password
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        engine = create_engine(url)
+        with engine.connect() as connection:
+            connection.execute(text("select 1"))
+        engine.dispose()
+    except (SQLAlchemyError, OSError, ImportError) as exc:
+        return Check("database", "fail", f"{shown}: {str(exc).splitlines()[0][:200]}",
+                     "fix FROGNANO_DATABASE_URL (postgresql+psycopg://user:pw@host/db), "
+                     "or unset it for SQLite in FROGNANO_STATE_DIR")
+    return Check("database", "ok", shown)
+
+
+def check_model(settings: BotSettings) -> list[Check]:
+    fix = "frognano model pull, then export FROGNANO_MODEL=\"$(frognano model path)\""
+    model = settings.model
+    if not model:
+        return [Check("model", "fail", "FROGNANO_MODEL is not set", fix)]
+    if model.startswith(("http://", "https://")):
+        return [Check("model", "ok", f"OpenAI-compatible server {model} (not probed)")]
+    if model.startswith("scripted:"):
+        return [Check("model", "warn", f"{model} is a scripted model, for tests",
+                      fix)]
+    from workers.models.base import ModelLoadError
+    from workers.models.gguf_file import read_gguf_info
+
+    try:
+        info = read_gguf_info(Path(model))
+    except ModelLoadError as exc:
+        return [Check("model", "fail", str(exc), fix)]
+    checks = [Check("model", "ok", f"{info.path} ({info.architecture}, "
+                                   f"{info.parameter_count / 1e9:.2f} B parameters)")]
+    if info.chat_template is None:
+        checks.append(Check("chat template", "fail", "the GGUF carries no chat template",
+                            "use a FrogNano GGUF (bartowski/FrogNano-4B-2609-GGUF)"))
+    else:
+        checks.append(Check("chat template", "ok", f"{len(info.chat_template)} characters"))
+    checks.append(check_gpu())
+    return checks
+
+
+def check_gpu() -> Check:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        return Check("gpu offload", "fail", f"llama-cpp-python does not import: {exc}",
+                     "scripts/install.sh")
+    if llama_cpp.llama_supports_gpu_offload():
+        return Check("gpu offload", "ok", "llama.cpp was built with GPU offload")
+    return Check("gpu offload", "warn", "llama.cpp was built for the CPU only (slow)",
+                 'CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=native" pip install '
+                 "--force-reinstall --no-cache-dir llama-cpp-python==0.3.36 (in the venv)")
+
+
+def check_app(settings: BotSettings) -> list[Check]:
+    setup = "open the receiver's / page and create the App (the setup token is in its log)"
+    checks = []
+    if settings.github_app_id is None:
+        checks.append(Check("app id", "fail", "GITHUB_APP_ID is not set", setup))
+    else:
+        checks.append(Check("app id", "ok", str(settings.github_app_id)))
+    try:
+        key = settings.private_key()
+    except OSError as exc:
+        key, problem = None, f"GITHUB_PRIVATE_KEY_PATH cannot be read: {exc.strerror}"
+    else:
+        problem = "GITHUB_PRIVATE_KEY (or GITHUB_PRIVATE_KEY_PATH) is not set"
+    if key:
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        try:
+            load_pem_private_key(key.encode(), password=None)
+        except (ValueError, TypeError) as exc:
+            key, problem = None, f"the App private key is not a PEM key: {exc}"
+    checks.append(Check("app key", "ok", "a PEM private key") if key
+                  else Check("app key", "fail", problem, setup))
+    secret = settings.webhook_secret or ""
+    if not secret.strip():
+        checks.append(Check("webhook secret", "fail", "GITHUB_WEBHOOK_SECRET is not set", setup))
+    elif len(secret) < MIN_WEBHOOK_SECRET_CHARS:
+        checks.append(Check("webhook secret", "fail",
+                            f"only {len(secret)} characters (at least "
+                            f"{MIN_WEBHOOK_SECRET_CHARS})",
+                            "openssl rand -hex 32, in GITHUB_WEBHOOK_SECRET and the App"))
+    else:
+        checks.append(Check("webhook secret", "ok", f"{len(secret)} characters"))
+    url = settings.public_url
+    if not url:
+        checks.append(Check("public url", "fail", "FROGNANO_PUBLIC_URL is not set",
+                            "the HTTPS address GitHub reaches the receiver at"))
+    elif not url.startswith("https://"):
+        checks.append(Check("public url", "warn", f"{url} is not HTTPS",
+                            "put the receiver behind an HTTPS reverse proxy"))
+    else:
+        checks.append(Check("public url", "ok", url))
+    return checks
+
+
+def all_checks(settings: BotSettings) -> list[Check]:
+    sections: list[Callable[[], list[Check]]] = [
+        lambda: [check_bubblewrap()],
+        lambda: [check_binary("git", "git", "the repo cache and the patch")],
+        lambda: [check_redis(settings)],
+        lambda: [check_database(settings)],
+        lambda: check_model(settings),
+        lambda: check_app(settings),
+    ]
+    return [check for section in sections for check in section()]
+
+
+def report(checks: list[Check], stream: IO[str]) -> bool:
+    """Print one line per check; whether nothing failed."""
+    for check in checks:
+        stream.write(check.line() + "\n")
+    failed = sum(check.status == "fail" for check in checks)
+    stream.write(f"{failed} of {len(checks)} checks failed\n" if failed
+                 else f"all {len(checks)} checks passed\n")
+    return not failed
