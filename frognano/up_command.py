@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import io
 import os
 import shutil
 import socket
@@ -32,6 +33,8 @@ from typing import IO
 import redis
 
 from bot.settings import BotSettings
+from frognano.doctor import all_checks
+from frognano.doctor import report as doctor_report
 from frognano.supervisor import (
     DEFAULT_WORKER_GRACE_S,
     EXIT_BAD_SETUP,
@@ -201,6 +204,11 @@ def run_up(settings: BotSettings, *, host: str, port: int, workers: int, state_d
 def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
          workers: int, state_dir: Path, redis_port: int | None) -> int:
     output = supervisor.output
+    # The same checks as `frognano doctor`, so what is missing is said before it matters.
+    checks = io.StringIO()
+    doctor_report(all_checks(settings), checks)
+    for line in checks.getvalue().splitlines():
+        output.line("doctor", line)
     env = {**os.environ, "FROGNANO_STATE_DIR": str(state_dir), "PYTHONUNBUFFERED": "1"}
     if "redis_url" in settings.model_fields_set:
         redis_url = settings.redis_url

@@ -194,6 +194,9 @@ def test_without_credentials_it_serves_setup_and_stops_cleanly(state_dir: Path,
                             {"X-GitHub-Event": "ping", "X-GitHub-Delivery": "1"})
         assert status == 503, body
         assert "workers not started" in up.output()
+        # `up` starts with `frognano doctor`'s lines: what is missing, each with its fix.
+        assert re.search(r"doctor\s+\| FAIL  app id\s+GITHUB_APP_ID is not set", up.output())
+        assert re.search(r"doctor\s+\| ok    bubblewrap", up.output())
         assert "open http://127.0.0.1:" in up.output()
         assert sorted(children_of(up.process.pid)) == sorted(
             [REDIS_BINARY, sys.executable]), "redis-server and the receiver, no workers"
