@@ -1,0 +1,199 @@
+"""The verdict's parts, fast: reports read from real pytest runs, the restore plan, the
+decision, and the inferred Python setup."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workers.agent.python_setup import declared_extras, infer_python_setup
+from workers.agent.repo_tests import PYTEST_COMMAND, TestVerdict
+from workers.agent.test_files import TreePlan, plan_verdict_tree, shadows_runner
+from workers.agent.test_report import (
+    parse_go_json,
+    parse_junit,
+    read_report,
+    report_request,
+)
+from workers.agent.verdict import decide
+
+SAMPLE = '''
+import pytest
+
+class TestK:
+    @pytest.mark.parametrize("x", ["a b", "/tmp", "x::y", "[/x]"])
+    def test_p(self, x):
+        assert x != "/tmp"
+
+@pytest.mark.xfail
+def test_xf():
+    assert 0
+
+@pytest.mark.skip
+def test_sk():
+    pass
+
+@pytest.fixture
+def broken():
+    yield
+    raise RuntimeError("teardown")
+
+def test_teardown(broken):
+    assert 0
+'''
+
+
+def run_with_report(tmp_path: Path, command: str = PYTEST_COMMAND) -> tuple[int, bytes | None]:
+    request = report_request(command, str(tmp_path / "reports"), "tok123")
+    (tmp_path / "reports").mkdir(exist_ok=True)
+    proc = subprocess.run(["bash", "-c", request.command], cwd=tmp_path, capture_output=True,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    return proc.returncode, read_report(Path(request.inside_path))
+
+
+def test_junit_report_of_a_real_run_keeps_ids_whole(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_sample.py").write_text(SAMPLE)
+    code, data = run_with_report(tmp_path)
+    assert code == 1 and data is not None
+    assert parse_junit(data) == {
+        "tests/test_sample.py::TestK::test_p[a b]": "passed",
+        "tests/test_sample.py::TestK::test_p[/tmp]": "failed",
+        "tests/test_sample.py::TestK::test_p[x::y]": "passed",
+        "tests/test_sample.py::TestK::test_p[[/x]]": "passed",
+        "tests/test_sample.py::test_xf": "xfailed",
+        "tests/test_sample.py::test_sk": "skipped",
+        "tests/test_sample.py::test_teardown": "failed",
+    }
+
+
+def test_report_reaches_pytest_behind_a_wrapper_and_names_collection_errors(
+        tmp_path: Path) -> None:
+    (tmp_path / "test_broken.py").write_text("import not_a_module\n")
+    (tmp_path / "run-tests.sh").write_text(f"#!/bin/sh\nexec {sys.executable} -m pytest\n")
+    code, data = run_with_report(tmp_path, "sh run-tests.sh")
+    assert code == 2 and data is not None
+    assert parse_junit(data) == {"test_broken.py": "error"}
+
+
+def test_report_reading_refuses_links_and_oversize(tmp_path: Path) -> None:
+    (tmp_path / "big.xml").write_bytes(b"x" * 100)
+    (tmp_path / "link.xml").symlink_to(tmp_path / "big.xml")
+    assert read_report(tmp_path / "big.xml", max_bytes=99) is None
+    assert read_report(tmp_path / "link.xml") is None
+    assert read_report(tmp_path / "absent.xml") is None
+    assert parse_junit(b"<testsuites><testcase") is None
+
+
+def test_go_json_events_and_command() -> None:
+    request = report_request("go test -v ./...", "/frognano/r", "t")
+    assert request.kind == "go-json"
+    assert request.command == "go test -json ./... > /frognano/r/t.jsonl"
+    events = b"\n".join([
+        b'{"Action":"run","Package":"ex/m","Test":"TestA"}',
+        b'{"Action":"pass","Package":"ex/m","Test":"TestA"}',
+        b'{"Action":"fail","Package":"ex/m","Test":"TestB/case one"}',
+        b'{"Action":"skip","Package":"ex/m","Test":"TestC"}',
+        b"# ex/n [build failed]",
+        b'{"Action":"fail","Package":"ex/n"}',
+    ])
+    assert parse_go_json(events) == {"ex/m/TestA": "passed", "ex/m/TestB/case one": "failed",
+                                     "ex/m/TestC": "skipped", "ex/n (package)": "error"}
+
+
+def test_plan_restores_tests_and_refuses_config_and_shadowing() -> None:
+    base = {"tests/test_a.py": b"x", "conftest.py": b"", "pyproject.toml":
+            b"[project]\nname='p'\n[tool.pytest.ini_options]\naddopts='-q'\n",
+            "src/p.py": b""}
+    candidate = {**base, "tests/test_new.py": b"y", "sub/conftest.py": b"z",
+                 "pyproject.toml": b"[project]\nname='p'\n[tool.pytest.ini_options]\n"
+                                   b"addopts='-q --deselect tests/test_a.py::t'\n",
+                 "pytest.py": b"", "_pytest/__init__.py": b"", "src/p.py": b"fixed"}
+    del candidate["conftest.py"]
+    changed = [p for p in set(base) | set(candidate) if base.get(p) != candidate.get(p)]
+    plan = plan_verdict_tree(changed, base.get, candidate.get)
+    assert plan.restore == ["conftest.py", "sub/conftest.py", "tests/test_new.py"]
+    assert plan.new_test_files == ["tests/test_new.py"]
+    assert len(plan.refusals) == 3
+    assert "pytest configuration ([tool.pytest] in pyproject.toml)" in plan.refusals[1]
+    assert "adds _pytest/__init__.py, which would shadow `_pytest`" in plan.refusals[0]
+    # Other edits to pyproject.toml are the change's own business.
+    other = {**base, "pyproject.toml": base["pyproject.toml"] + b"[tool.ruff]\n"}
+    assert plan_verdict_tree(["pyproject.toml"], base.get, other.get).refusals == []
+    assert shadows_runner("src/pytest.py") is None and shadows_runner("py.py") == "py"
+
+
+def verdict(tests: dict[str, str], exit_code: int = 0, report: str = "junit") -> TestVerdict:
+    return TestVerdict(command="t", exit_code=exit_code, timed_out=False, seconds=1.0,
+                       output="", tests=tests, report=report)
+
+
+BASE = verdict({"t::a": "failed", "t::b": "passed", "t::c": "skipped"}, exit_code=1)
+
+
+@pytest.mark.parametrize(("final", "reason"), [
+    (verdict({"t::a": "passed", "t::b": "passed", "t::c": "skipped"}), None),
+    (verdict({"t::b": "passed", "t::c": "skipped"}), "test no longer runs: t::a"),
+    (verdict({"t::a": "skipped", "t::b": "passed", "t::c": "skipped"}),
+     "test is now skipped: t::a"),
+    (verdict({"t::a": "xfailed", "t::b": "passed", "t::c": "skipped"}),
+     "test is now xfailed: t::a"),
+    (verdict({"t::a": "failed", "t::b": "passed", "t::c": "skipped"}),
+     "the test run exited 0 but its report lists 1 failing test(s), e.g. t::a"),
+    (verdict({"t::a": "passed", "t::b": "passed", "t::c": "skipped"}, exit_code=1),
+     "the test run exited 1 although every test in its report passed"),
+    (verdict({"t::a": "passed", "t::b": "passed"}),
+     "test is no longer collected: t::c (was skipped)"),
+    (verdict({}, exit_code=0, report="missing"),
+     "the test run wrote no readable report (the baseline did)"),
+    (verdict({"t::a": "failed", "t::b": "passed", "t::c": "skipped"}, exit_code=1),
+     "test still fails: t::a"),
+])
+def test_decision(final: TestVerdict, reason: str | None) -> None:
+    result = decide(BASE, final, TreePlan())
+    assert result.accepted is (reason is None)
+    assert result.reasons == [] if reason is None else reason in result.reasons
+
+
+def test_model_tests_count_only_as_new_tests() -> None:
+    final = verdict({"t::a": "passed", "t::b": "passed", "t::c": "skipped"})
+    added = verdict({**final.tests, "t::new1": "passed", "t::new2": "passed"})
+    plan = TreePlan(restore=["tests/test_n.py"], model_tests=["tests/test_n.py"],
+                    new_test_files=["tests/test_n.py"])
+    result = decide(BASE, final, plan, added)
+    assert result.accepted and result.new_tests_summary() == "new tests: 2 passed"
+    broken = verdict({**final.tests, "t::new1": "failed"}, exit_code=1)
+    refused = decide(BASE, final, plan, broken)
+    assert refused.reasons == ["new test fails: t::new1"]
+
+
+def test_exit_code_mode_says_so() -> None:
+    base = verdict({}, exit_code=1, report="none")
+    result = decide(base, verdict({}, exit_code=0, report="none"), TreePlan())
+    assert result.accepted and result.mode == "exit code"
+    assert "verdict from the exit code only" in result.notes[0]
+    failed = decide(base, verdict({}, exit_code=3, report="none"), TreePlan())
+    assert failed.reasons == ["the test run failed with exit code 3"]
+
+
+def test_inferred_python_setup(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        "[project]\nname = 'p'\n[project.optional-dependencies]\n"
+        "docs = ['x']\ndev = ['y']\ntesting = ['pytest']\n")
+    (tmp_path / "requirements-dev.txt").write_text("z\n")
+    setup = infer_python_setup(tmp_path)
+    assert setup is not None
+    assert setup.command.endswith("pip install -e '.[testing]' -r requirements-dev.txt")
+    assert "`testing` extra" in setup.note and "requirements-dev.txt" in setup.note
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\n")
+    assert infer_python_setup(tmp_path) is not None  # the requirements file still counts
+    (tmp_path / "requirements-dev.txt").unlink()
+    assert infer_python_setup(tmp_path) is None
+    (tmp_path / "setup.py").write_text(
+        "setup(name='q', extras_require={'docs': [], 'tests': ['pytest']})\n")
+    assert declared_extras(tmp_path) == ["docs", "tests"]
+    assert "-e '.[tests]'" in infer_python_setup(tmp_path).command

@@ -1,0 +1,111 @@
+"""Which paths are the repository's tests and test configuration, and what the verdict
+run restores of them from the base commit.
+
+The verdict runs the model's change to the code against the repository's *original*
+tests: every changed path that is a test file or test configuration is put back as it is
+at the base commit (or removed, when the model added it). `pyproject.toml` and
+`setup.cfg` carry other settings the change may legitimately edit, so they are kept, and
+a change to their pytest section is refused with a reason instead.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+# Tests by path: a tests/ or test/ folder anywhere, test_*.py, *_test.go, *.test.js, ….
+TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_tests?\.\w+$|"
+                       r"[^/]*\.test\.\w+$|[^/]*\.spec\.\w+$|__tests__/)")
+# Files that configure how tests are found and run, at any level of the tree.
+TEST_CONFIG_NAMES = frozenset({
+    "conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "noxfile.py",
+    "jest.config.js", "jest.config.ts", "jest.config.cjs", "jest.config.mjs",
+    "vitest.config.ts", "vitest.config.js", ".mocharc.js", ".mocharc.json", ".mocharc.yml",
+})
+# Files whose pytest section matters but which hold other settings too.
+SECTIONED_CONFIG = frozenset({"pyproject.toml", "setup.cfg"})
+# Module names a file at the top of the tree would shadow when tests run with
+# `python -m pytest` (the working directory comes first on sys.path).
+SHADOWING_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig",
+                               "sitecustomize", "usercustomize", "unittest", "tox", "nox"})
+
+
+def is_test_path(path: str) -> bool:
+    return bool(TEST_PATH.search(path))
+
+
+def is_test_config(path: str) -> bool:
+    return PurePosixPath(path).name in TEST_CONFIG_NAMES
+
+
+def pytest_section(name: str, text: str) -> object:
+    """The pytest settings a pyproject.toml or setup.cfg holds, parsed (None: none);
+    an unreadable file reads as its raw text, so any edit to it counts as a change."""
+    if name == "pyproject.toml":
+        try:
+            return tomllib.loads(text).get("tool", {}).get("pytest")
+        except tomllib.TOMLDecodeError:
+            return text
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return text
+    return dict(parser["tool:pytest"]) if parser.has_section("tool:pytest") else None
+
+
+def shadows_runner(path: str) -> str | None:
+    """The module a new top-level module or package would shadow, if any."""
+    parts = PurePosixPath(path).parts
+    if len(parts) == 1 and parts[0].endswith(".py"):
+        stem = parts[0][:-3]
+    elif len(parts) == 2 and parts[1] == "__init__.py":
+        stem = parts[0]
+    else:
+        return None
+    return stem if stem in SHADOWING_MODULES else None
+
+
+@dataclass
+class TreePlan:
+    """What the verdict run takes from the base commit, and what it refuses outright."""
+
+    restore: list[str] = field(default_factory=list)  # back to the base (or removed)
+    model_tests: list[str] = field(default_factory=list)  # the model's test files, shown
+    new_test_files: list[str] = field(default_factory=list)  # ones the base did not have
+    refusals: list[str] = field(default_factory=list)
+
+
+def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | None],
+                      read_candidate: Callable[[str], bytes | None]) -> TreePlan:
+    """Sort the change's paths: restored for the verdict, shown, or refused."""
+    plan = TreePlan()
+    for path in sorted(set(changed)):
+        name = PurePosixPath(path).name
+        base = read_base(path)
+        if is_test_config(path):
+            plan.restore.append(path)
+            plan.model_tests.append(path)
+        elif is_test_path(path):
+            plan.restore.append(path)
+            plan.model_tests.append(path)
+            if base is None and read_candidate(path) is not None:
+                plan.new_test_files.append(path)
+        elif name in SECTIONED_CONFIG:
+            candidate = read_candidate(path)
+            before = pytest_section(name, (base or b"").decode("utf-8", "replace"))
+            after = pytest_section(name, (candidate or b"").decode("utf-8", "replace"))
+            if before != after:
+                section = "[tool.pytest]" if name == "pyproject.toml" else "[tool:pytest]"
+                plan.refusals.append(
+                    f"the change edits the pytest configuration ({section} in {path}); "
+                    "the verdict uses the repository's own test configuration: leave it "
+                    "as it is")
+        elif base is None and (module := shadows_runner(path)):
+            plan.refusals.append(f"the change adds {path}, which would shadow `{module}` "
+                                 "when the tests run")
+    return plan

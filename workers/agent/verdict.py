@@ -1,0 +1,124 @@
+"""The verdict: may this change be proposed as "the repository's tests pass"?
+
+A pure decision from the baseline run, the verdict run (the change with the repository's
+original tests and test configuration restored), the run with the model's own test files
+added, and the plan of what was restored. Every refusal names its exact reason, because
+it goes back to the model as feedback and to the maintainer in the status comment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workers.agent.repo_tests import TestVerdict
+from workers.agent.test_files import TreePlan
+
+RAN = ("passed", "failed", "error")  # statuses of a test that ran
+BAD = ("failed", "error")
+MAX_LISTED = 20  # reasons past this many are counted, not listed
+
+
+@dataclass
+class Verdict:
+    accepted: bool
+    reasons: list[str] = field(default_factory=list)  # why it is refused; empty if accepted
+    notes: list[str] = field(default_factory=list)  # how it was decided, said either way
+    new_tests: dict[str, str] = field(default_factory=dict)  # the model's tests → status
+    mode: str = "per-test"  # or "exit code" for runners without a per-test report
+
+    def new_tests_summary(self) -> str:
+        if not self.new_tests:
+            return "new tests: none"
+        return "new tests: " + _counts(self.new_tests)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"accepted": self.accepted, "reasons": self.reasons, "notes": self.notes,
+                "new_tests": self.new_tests, "mode": self.mode}
+
+
+def _counts(tests: dict[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for status in tests.values():
+        counts[status] = counts.get(status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def _capped(reasons: list[str]) -> list[str]:
+    if len(reasons) <= MAX_LISTED:
+        return reasons
+    return [*reasons[:MAX_LISTED], f"… and {len(reasons) - MAX_LISTED} more"]
+
+
+def _per_test(baseline: dict[str, str], final: dict[str, str]) -> list[str]:
+    """Every test seen at baseline must still be there; every one that ran must pass."""
+    reasons = []
+    for test, before in sorted(baseline.items()):
+        after = final.get(test)
+        if after is None:
+            reasons.append(f"test no longer runs: {test}" if before in RAN
+                           else f"test is no longer collected: {test} (was {before})")
+        elif after in BAD:
+            reasons.append(f"test {'still ' if before in BAD else ''}"
+                           f"{'fails' if after == 'failed' else 'errors'}: {test}")
+        elif before in RAN and after in ("skipped", "xfailed"):
+            reasons.append(f"test is now {after}: {test}")
+    for test, after in sorted(final.items()):
+        if test not in baseline and after in BAD:
+            reasons.append(f"test {'fails' if after == 'failed' else 'errors'}: {test}")
+    return reasons
+
+
+def _exit_agrees(run: TestVerdict, label: str) -> list[str]:
+    """The runner's exit status and its report must tell the same story."""
+    bad = sorted(t for t, s in run.tests.items() if s in BAD)
+    if run.exit_code == 0 and bad:
+        return [f"the {label} exited 0 but its report lists {len(bad)} failing "
+                f"test(s), e.g. {bad[0]}"]
+    if run.exit_code != 0 and not bad and run.tests:
+        return [f"the {label} exited {run.exit_code} although every test in its report "
+                "passed"]
+    return []
+
+
+def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
+           with_model_tests: TestVerdict | None = None) -> Verdict:
+    """Accept only what the repository's own, untouched tests accept."""
+    reasons = list(plan.refusals)
+    notes = []
+    if plan.model_tests:
+        notes.append("the change edits tests or test configuration; the verdict ran the "
+                     "repository's originals (" + ", ".join(plan.model_tests[:10])
+                     + (", …" if len(plan.model_tests) > 10 else "") + ")")
+    if final.timed_out:
+        reasons.append("the test run timed out")
+    mode = "per-test"
+    run_reasons: list[str] = []
+    if baseline.report in ("junit", "go-json"):
+        if final.report != baseline.report:
+            run_reasons.append("the test run wrote no readable report (the baseline did)")
+        else:
+            run_reasons += _per_test(baseline.tests, final.tests)
+            run_reasons += _exit_agrees(final, "test run")
+    else:
+        mode = "exit code"
+        notes.append("verdict from the exit code only: the runner gives no per-test "
+                     "report; the repository's original test files were restored")
+    if not run_reasons and not final.timed_out and final.exit_code != 0:
+        run_reasons.append(f"the test run failed with exit code {final.exit_code}")
+    reasons += run_reasons
+    new_tests: dict[str, str] = {}
+    if with_model_tests is not None:
+        new_tests = {t: s for t, s in with_model_tests.tests.items() if t not in final.tests}
+        for test, status in sorted(new_tests.items()):
+            if status in BAD:
+                reasons.append(f"new test {'fails' if status == 'failed' else 'errors'}: "
+                               f"{test}")
+        if with_model_tests.report in ("junit", "go-json"):
+            reasons += _exit_agrees(with_model_tests, "run with the model's tests")
+        elif with_model_tests.exit_code != 0:
+            reasons.append("the run with the model's own tests failed with exit code "
+                           f"{with_model_tests.exit_code}")
+        if with_model_tests.timed_out:
+            reasons.append("the run with the model's own tests timed out")
+    return Verdict(accepted=not reasons, reasons=_capped(reasons), notes=notes,
+                   new_tests=new_tests, mode=mode)
