@@ -17,14 +17,20 @@ class SandboxUnavailable(SandboxError):
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Resource limits applied to everything run inside the sandbox."""
+    """Resource limits applied to everything run inside the sandbox.
 
-    memory_bytes: int = 8 * 1024**3  # RLIMIT_AS
-    max_processes: int = 512  # RLIMIT_NPROC, counted inside the sandbox's user namespace
+    Which of them bind the sandbox as a whole on a given host: sandbox/enforcement.py.
+    """
+
+    # The whole sandbox (cgroup memory.max, else a host-side watch); also RLIMIT_AS.
+    memory_bytes: int = 8 * 1024**3
+    # The whole sandbox (cgroup pids.max, else the watch); also RLIMIT_NPROC per uid.
+    max_processes: int = 512
     max_file_bytes: int = 1024**3  # RLIMIT_FSIZE
     cpu_seconds: int = 3600  # RLIMIT_CPU, per process
     max_output_chars: int = 30_000  # captured output per stream, after which it is cut
-    tmp_bytes: int = 1024**3  # size of the private /tmp tmpfs
+    tmp_bytes: int = 1024**3  # size of the private /tmp tmpfs (counted as memory too)
+    shm_bytes: int = 256 * 1024**2  # size of the private /dev/shm tmpfs (likewise)
     # Workspace plus private dir (HOME, venv), on the host's disk; see disk_quota.py.
     disk_bytes: int = 16 * 1024**3  # room for a setup that installs ML wheels
     default_timeout: float = 120.0  # Bash default (leaf-contract §3)
@@ -82,6 +88,7 @@ class Sandbox(Protocol):
         """Run a harness command (setup, tests) with `/bin/bash -lc` in the workdir."""
         ...
 
-    def diff(self) -> str:
-        """`git add -A && git diff --cached --binary` of the workspace, computed outside."""
+    def stop(self) -> None:
+        """Kill every process in the sandbox; the next call starts a fresh runner. The
+        host stops the sandbox before it snapshots the work tree (workers/hostgit.py)."""
         ...

@@ -23,6 +23,7 @@ from workers.agent.repo_tests import (
     touched_test_files,
 )
 from workers.agent.transcript import Transcript
+from workers.hostgit import GitError, HostRepo, Snapshot
 from workers.models.base import ModelClient, Usage
 
 # Inner exits after which another attempt makes sense if the tests still fail.
@@ -57,6 +58,7 @@ class SolveResult:
     test_files_changed: list[str] = field(default_factory=list)
     tool_calls: dict[str, int] = field(default_factory=dict)
     error: str = ""
+    snapshot: Snapshot | None = None  # the host's view of the change (workers/hostgit.py)
 
     def totals(self) -> dict[str, Any]:
         return {
@@ -77,7 +79,7 @@ def run_tests(sandbox: Sandbox, command: str, timeout: float) -> TestVerdict:
 
 
 def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
-          transcript: Transcript, *, limits: SolveLimits = SolveLimits(),
+          transcript: Transcript, *, repo: HostRepo, limits: SolveLimits = SolveLimits(),
           setup_command: str | None = None, guidance: str = "",
           on_event: EventSink = no_events,
           should_stop: Callable[[], bool] = lambda: False) -> SolveResult:
@@ -96,9 +98,12 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
     def finish(reason: str, baseline: TestVerdict | None, final: TestVerdict | None,
                attempts: int, error: str = "") -> SolveResult:
         problems = [error or state.last_error]
+        snapshot: Snapshot | None = None
         try:
-            diff = sandbox.diff()
-        except SandboxError as exc:
+            sandbox.stop()  # nothing may still be writing the tree the host snapshots
+            snapshot = repo.snapshot()
+            diff = snapshot.diff
+        except (SandboxError, GitError) as exc:
             diff = ""
             problems.append(f"could not compute the diff: {exc}")
         changes = compare_results(baseline.tests if baseline else {},
@@ -109,7 +114,7 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
             steps=state.steps, usage=state.usage, seconds=time.monotonic() - started,
             changes=changes, suspicious=suspicious_test_changes(diff, changes),
             test_files_changed=touched_test_files(diff), tool_calls=state.tool_calls,
-            error="; ".join(p for p in problems if p),
+            error="; ".join(p for p in problems if p), snapshot=snapshot,
         )
         transcript.write("result", exit_reason=reason, tests_passed=result.tests_passed,
                          baseline=baseline.to_dict() if baseline else None,

@@ -1,0 +1,420 @@
+"""The one host-side git layer: git on the host never runs inside a tree the model touched.
+
+Everything under a workspace was written by the model or by the repository's own
+setup and test commands, and the model may have rewritten the workspace's `.git`
+(it is the sandbox's own, writable copy). So the host keeps a git directory of its
+own, outside the workspace (`<run_dir>/git`), and every command runs with:
+
+- a clean environment (`env -i`: nothing of the worker's, no `GIT_*`, no App key),
+  `HOME` and `XDG_CONFIG_HOME` an empty host directory, no system or global config;
+- `GIT_DIR` the host's own directory and `GIT_WORK_TREE` the workspace, so git never
+  reads the workspace's `.git` (its config, hooks, index or objects);
+- hooks, fsmonitor, pagers and external diff/textconv drivers off, submodules ignored
+  and never recursed into;
+- attributes from the work tree neutralised: `$GIT_DIR/info/attributes`, which
+  outranks every `.gitattributes`, sets filter, diff, merge, text, eol, ident and
+  working-tree-encoding to unspecified, so files are staged and checked out byte for
+  byte (and no driver is defined in a config the host wrote anyway);
+- nested repositories (a `.git` file, directory or symlink below the top level) found
+  by a walk that never follows symlinks, before git touches the tree, and left out of
+  the change: git never descends into them, so they never become gitlinks and their
+  config never runs. `Snapshot.dropped` names them.
+
+GitPython's `git.Git` runs the commands (process handling, timeouts, streaming).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git as gitpython
+
+Identity = tuple[str, str]  # (name, email)
+LOCAL_IDENTITY: Identity = ("FrogNano", "frognano-bot@users.noreply.github.com")
+DEFAULT_MAX_DIFF_BYTES = 5 * 1024**2  # the one default for the largest publishable patch
+MAX_NESTED_REPOS = 200  # beyond this the tree is refused rather than walked into pathspecs
+GIT_TIMEOUT_SECONDS = 600
+
+# Build outputs and caches that must never reach a commit, even when the repository's
+# own .gitignore forgets them. Only untracked files are affected.
+GLOBAL_EXCLUDES = """\
+__pycache__/
+*.py[cod]
+.pytest_cache/
+.mypy_cache/
+.ruff_cache/
+.hypothesis/
+.tox/
+.nox/
+.venv/
+venv/
+*.egg-info/
+.eggs/
+node_modules/
+.coverage
+coverage.xml
+htmlcov/
+.cache/
+"""
+# Highest-precedence attributes: nothing from the work tree converts or drives anything.
+NEUTRAL_ATTRIBUTES = ("* !filter !diff !merge !text !eol !ident !working-tree-encoding "
+                      "!crlf !export-subst\n")
+# On every command line, so they outrank any config file git might still read.
+HARDENING = (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false",
+    "core.pager=cat", "color.ui=false", "core.autocrlf=false", "core.symlinks=true",
+    "core.quotePath=false", "core.trustctime=true", "core.checkStat=default",
+    "diff.ignoreSubmodules=all", "diff.external=", "diff.noprefix=false",
+    "diff.mnemonicPrefix=false", "diff.relative=false", "status.submoduleSummary=false",
+    "submodule.recurse=false", "fetch.recurseSubmodules=false", "push.recurseSubmodules=no",
+    "protocol.ext.allow=never", "credential.helper=", "gc.auto=0", "maintenance.auto=false",
+    "advice.detachedHead=false", "init.defaultBranch=main",
+)
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_ENV = shutil.which("env", path=_SAFE_PATH) or "/usr/bin/env"
+_EMPTY_SHA = "0" * 40
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message carries git's own words."""
+
+
+class GitMissing(GitError):
+    """git itself cannot be run."""
+
+
+def _git_binary() -> str:
+    found = shutil.which("git", path=_SAFE_PATH) or shutil.which("git")
+    if not found:
+        raise GitMissing("git is not installed (or not on PATH); install it, e.g. "
+                         "`apt-get install git`")
+    return found
+
+
+_home: Path | None = None
+
+
+def empty_home() -> Path:
+    """An empty, host-owned HOME: no ~/.gitconfig, no $XDG_CONFIG_HOME/git/attributes."""
+    global _home
+    if _home is None or not _home.is_dir():
+        _home = Path(tempfile.mkdtemp(prefix="frognano-git-home-"))
+    return _home
+
+
+def run_git(*args: str, cwd: Path | None = None, git_dir: Path | None = None,
+            work_tree: Path | None = None, env: dict[str, str] | None = None,
+            input_file: Path | None = None, user_config: bool = False,
+            timeout: float = GIT_TIMEOUT_SECONDS, redact: str | None = None,
+            strip: bool = True) -> bytes:
+    """Run git with the hardened environment; stdout as bytes, GitError on failure.
+
+    `user_config`: for the user's own repository (`frognano solve`'s checks and the
+    final fetch into it), their `~/.gitconfig` applies; the environment is still clean.
+    """
+    argv = _argv(args, git_dir=git_dir, work_tree=work_tree, env=env, user_config=user_config)
+    runner = gitpython.Git(str(cwd or git_dir or empty_home()))
+    stdin = input_file.open("rb") if input_file else None
+    try:
+        status, out, err = runner.execute(
+            argv, istream=stdin, with_extended_output=True, with_exceptions=False,
+            stdout_as_string=False, kill_after_timeout=timeout,
+            strip_newline_in_stdout=strip)
+    except gitpython.GitCommandNotFound as exc:
+        raise GitMissing(f"cannot run git: {exc}") from None
+    finally:
+        if stdin:
+            stdin.close()
+    if status != 0:
+        text = (err if isinstance(err, str) else err.decode("utf-8", "replace")).strip()
+        if redact:
+            text = text.replace(redact, "***")
+        if status == -9 or "timed out" in text.lower():
+            raise GitError(f"git {args[0]} took longer than {timeout:.0f}s")
+        raise GitError(f"git {args[0]} failed: {text}")
+    return out if isinstance(out, bytes) else out.encode()
+
+
+def _argv(args: Iterable[str], *, git_dir: Path | None, work_tree: Path | None,
+          env: dict[str, str] | None, user_config: bool) -> list[str]:
+    clean = {"PATH": _SAFE_PATH, "LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0",
+             "GIT_PAGER": "cat", "PAGER": "cat", "GIT_CONFIG_NOSYSTEM": "1",
+             "GIT_ATTR_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1"}
+    if user_config:
+        home = os.environ.get("HOME")
+        if home:
+            clean["HOME"] = home
+    else:
+        home = str(empty_home())
+        clean.update({"HOME": home, "XDG_CONFIG_HOME": home,
+                      "GIT_CONFIG_GLOBAL": "/dev/null"})
+    if git_dir is not None:
+        clean["GIT_DIR"] = str(git_dir)
+    if work_tree is not None:
+        clean["GIT_WORK_TREE"] = str(work_tree)
+    clean.update(env or {})
+    pairs = [f"{key}={value}" for key, value in clean.items()]
+    config = [part for item in HARDENING for part in ("-c", item)]
+    return [_ENV, "-i", *pairs, _git_binary(), *config, *args]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    base: str  # commit sha the run started from
+    tree: str  # tree sha of the work tree, staged into the host's own index
+    diff: str  # `git diff --binary base tree`, surrogateescape-decoded; "" when too_large
+    paths: list[str]  # changed paths (no renames; both sides)
+    dropped: list[str] = field(default_factory=list)  # nested repositories left out
+    diff_bytes: int = 0  # size of the patch (at least max+1 when too_large)
+    too_large: bool = False  # the patch is over the limit: never publish it
+    max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES
+
+    @property
+    def refusal(self) -> str | None:
+        """Why this change must not be published, in words for the status comment."""
+        if self.too_large:
+            return (f"the change is larger than the limit for one patch "
+                    f"({_size(self.max_diff_bytes)}); nothing was pushed")
+        return None
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024**2:.1f} MB" if n >= 1024**2 else f"{n / 1024:.0f} kB" if n >= 1024 \
+        else f"{n} bytes"
+
+
+class TreeRefused(GitError):
+    """The work tree cannot be snapshotted safely (e.g. thousands of nested repositories)."""
+
+
+def scan_nested_repos(work_tree: Path) -> tuple[list[str], list[str]]:
+    """(dropped entries, directories to leave out) for every `.git` below the top level.
+
+    A `.git` directory, file (`gitdir:` pointer) or symlink makes its parent a nested
+    repository: the whole parent is left out, so git never looks inside. A name that is
+    `.git` in another case is left out by itself (git refuses such paths). The walk never
+    follows symlinks; the top-level `.git` is the sandbox's own and is never read.
+    """
+    dropped: list[str] = []
+    excluded: list[str] = []
+    top = os.fspath(work_tree)
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        rel = os.path.relpath(dirpath, top)
+        rel = "" if rel == "." else rel.replace(os.sep, "/")
+        if not rel:
+            dirnames[:] = [name for name in dirnames if name != ".git"]
+            filenames = [name for name in filenames if name != ".git"]
+        names = dirnames + filenames
+        if rel and ".git" in names:
+            dropped.append(f"{rel}/.git")
+            excluded.append(rel)
+            dirnames[:] = []  # left out whole: nothing below matters
+            continue
+        for name in names:
+            if name.lower() == ".git":
+                path = f"{rel}/{name}" if rel else name
+                dropped.append(path)
+                excluded.append(path)
+        dirnames[:] = [name for name in dirnames if name.lower() != ".git"]
+        if len(excluded) > MAX_NESTED_REPOS:
+            raise TreeRefused(f"the work tree holds more than {MAX_NESTED_REPOS} nested git "
+                              "repositories; it is not published")
+    return sorted(dropped), sorted(excluded)
+
+
+class HostRepo:
+    """A host-owned git directory for one run, with the workspace as its work tree."""
+
+    def __init__(self, git_dir: Path, work_tree: Path, base: str, *,
+                 max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES) -> None:
+        self.git_dir, self.work_tree, self.base = git_dir, work_tree, base
+        self.max_diff_bytes = max_diff_bytes
+
+    # -- creation ---------------------------------------------------------------------
+    @classmethod
+    def create(cls, source: Path, branch: str | None, git_dir: Path, work_tree: Path, *,
+               max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES) -> HostRepo:
+        """Clone `source` (a bare mirror or the user's repository) into `git_dir`, check
+        `branch` (None: source's HEAD) out into `work_tree` and give the work tree a
+        writable `.git` of its own for the model.
+
+        `git_dir` may hard-link the mirror's objects: it is never bound into the sandbox
+        nor chowned. The work tree's `.git` is a copy (`--no-hardlinks`): the sandbox
+        may chown and rewrite it, which must never reach the mirror.
+        """
+        git_dir.parent.mkdir(parents=True, exist_ok=True)
+        clone = ["clone", "--bare", "--quiet", "--local"]
+        if branch:
+            clone += ["--branch", branch]
+        run_git(*clone, "--", str(source), str(git_dir), cwd=git_dir.parent)
+        run_git("remote", "remove", "origin", git_dir=git_dir)
+        info = git_dir / "info"
+        info.mkdir(exist_ok=True)
+        (info / "attributes").write_text(NEUTRAL_ATTRIBUTES)
+        (info / "exclude").write_text("# frognano\n" + GLOBAL_EXCLUDES)
+        base = run_git("rev-parse", "--verify", "HEAD^{commit}", git_dir=git_dir).decode()
+        repo = cls(git_dir, work_tree, base.strip(), max_diff_bytes=max_diff_bytes)
+        work_tree.mkdir(parents=True, exist_ok=False)
+        repo._git("read-tree", "--reset", "-u", repo.base, work_tree=True)
+        repo._give_model_a_git_dir(branch)
+        return repo
+
+    def _give_model_a_git_dir(self, branch: str | None) -> None:
+        model_git = self.work_tree / ".git"
+        run_git("clone", "--bare", "--quiet", "--no-hardlinks", "--", str(self.git_dir),
+                str(model_git), cwd=self.work_tree)
+        for args in (("config", "core.bare", "false"), ("remote", "remove", "origin")):
+            run_git(*args, git_dir=model_git)
+        if branch:
+            run_git("symbolic-ref", "HEAD", f"refs/heads/{branch}", git_dir=model_git)
+        else:
+            head = (self.git_dir / "HEAD").read_text()
+            (model_git / "HEAD").write_text(head)
+        # The host index matches the files just written, so `git status` inside is clean.
+        shutil.copyfile(self.git_dir / "index", model_git / "index")
+        info = model_git / "info"
+        info.mkdir(exist_ok=True)
+        (info / "exclude").write_text("# frognano\n" + GLOBAL_EXCLUDES)
+
+    # -- running git ------------------------------------------------------------------
+    def _git(self, *args: str, work_tree: bool = False, index: Path | None = None,
+             env: dict[str, str] | None = None, input_file: Path | None = None,
+             strip: bool = True) -> bytes:
+        extra = dict(env or {})
+        if index is not None:
+            extra["GIT_INDEX_FILE"] = str(index)
+        return run_git(*args, git_dir=self.git_dir,
+                       work_tree=self.work_tree if work_tree else None, env=extra,
+                       input_file=input_file, strip=strip)
+
+    def _scratch(self, name: str) -> Path:
+        path = self.git_dir / "frognano-tmp"
+        path.mkdir(exist_ok=True)
+        return path / name
+
+    # -- the change -------------------------------------------------------------------
+    def snapshot(self, max_diff_bytes: int | None = None) -> Snapshot:
+        """Stage the work tree into the host's own index and describe the change.
+
+        Call it when no process can still write the tree (`Sandbox.stop()` first).
+        """
+        limit = self.max_diff_bytes if max_diff_bytes is None else max_diff_bytes
+        dropped, excluded = scan_nested_repos(self.work_tree)
+        add = ["add", "--all"]
+        spec: Path | None = None
+        if excluded:
+            spec = self._scratch("pathspec")
+            spec.write_bytes(b"".join(os.fsencode(f":(top,literal,exclude){path}") + b"\0"
+                                      for path in excluded))
+            add += [f"--pathspec-from-file={spec}", "--pathspec-file-nul"]
+        self._git(*add, work_tree=True)
+        tree = self._git("write-tree").decode().strip()
+        paths = self.changed_paths(tree)
+        diff, size, too_large = self._bounded_diff(tree, limit)
+        return Snapshot(base=self.base, tree=tree, diff=diff, paths=paths, dropped=dropped,
+                        diff_bytes=size, too_large=too_large, max_diff_bytes=limit)
+
+    def changed_paths(self, tree: str, against: str | None = None) -> list[str]:
+        out = self._git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
+                        "--ignore-submodules=none", against or self.base, tree, strip=False)
+        return sorted({os.fsdecode(name) for name in out.split(b"\0") if name})
+
+    def _bounded_diff(self, tree: str, limit: int) -> tuple[str, int, bool]:
+        """The patch, read as a stream and abandoned past `limit`: never in memory whole."""
+        argv = _argv(["diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv",
+                      "--ignore-submodules=none", "--src-prefix=a/", "--dst-prefix=b/",
+                      self.base, tree, "--"],
+                     git_dir=self.git_dir, work_tree=None, env=None, user_config=False)
+        proc = gitpython.Git(str(self.git_dir)).execute(argv, as_process=True)
+        chunks, size = [], 0
+        try:
+            while size <= limit:
+                chunk = proc.stdout.read(min(65536, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            too_large = size > limit
+            if too_large:
+                proc.proc.kill()
+            status = proc.proc.wait()
+            err = proc.proc.stderr.read() if proc.proc.stderr else b""
+        if too_large:
+            return "", size, True
+        if status != 0:
+            raise GitError(f"git diff failed: {err.decode('utf-8', 'replace').strip()}")
+        return b"".join(chunks).decode("utf-8", "surrogateescape"), size, False
+
+    def tree_with_base_paths(self, tree: str, paths: Iterable[str]) -> str:
+        """`tree` with each of `paths` as it is in base (absent there: removed)."""
+        wanted = sorted(set(paths))
+        if not wanted:
+            return tree
+        index = self._scratch("revert.index")
+        index.unlink(missing_ok=True)
+        self._git("read-tree", tree, index=index)
+        in_base = self._ls_tree(self.base, wanted)
+        lines = []
+        for path in wanted:
+            if path in in_base:
+                mode, sha = in_base[path]
+                lines.append(f"{mode} {sha}\t{path}")
+            else:
+                lines.append(f"0 {_EMPTY_SHA}\t{path}")
+        info = self._scratch("revert.info")
+        info.write_bytes(b"".join(os.fsencode(line) + b"\0" for line in lines))
+        self._git("update-index", "-z", "--index-info", index=index, input_file=info)
+        return self._git("write-tree", index=index).decode().strip()
+
+    def _ls_tree(self, treeish: str, paths: list[str]) -> dict[str, tuple[str, str]]:
+        out = self._git("--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", treeish,
+                        "--", *paths, strip=False)
+        entries = {}
+        for record in out.split(b"\0"):
+            if record:
+                meta, _, name = record.partition(b"\t")
+                mode, _kind, sha = meta.decode().split()
+                entries[os.fsdecode(name)] = (mode, sha)
+        return entries
+
+    def base_paths(self) -> list[str]:
+        out = self._git("ls-tree", "-r", "-z", "--name-only", "--full-tree", self.base,
+                        strip=False)
+        return [os.fsdecode(name) for name in out.split(b"\0") if name]
+
+    def read_base(self, path: str) -> bytes | None:
+        """A file's bytes at base, or None when base has no such blob."""
+        entry = self._ls_tree(self.base, [path]).get(path)
+        if entry is None or entry[0] == "160000":
+            return None
+        return self._git("cat-file", "blob", entry[1], strip=False)
+
+    def materialize(self, tree: str, dest: Path) -> None:
+        """Check `tree` out into `dest` (new or empty), byte for byte, with no `.git`."""
+        dest.mkdir(parents=True, exist_ok=True)
+        if any(dest.iterdir()):
+            raise GitError(f"{dest} is not empty")
+        index = self._scratch("materialize.index")
+        index.unlink(missing_ok=True)
+        run_git("read-tree", "--reset", "-u", tree, git_dir=self.git_dir, work_tree=dest,
+                env={"GIT_INDEX_FILE": str(index)})
+        index.unlink(missing_ok=True)
+
+    def commit(self, tree: str, branch: str, message: str,
+               identity: Identity = LOCAL_IDENTITY) -> str:
+        """A commit of `tree` on top of base, at `refs/heads/<branch>` of the host's dir."""
+        name, email = identity
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+               "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+        message_file = self._scratch("message")
+        message_file.write_text(message, encoding="utf-8", errors="surrogateescape")
+        sha = self._git("commit-tree", tree, "-p", self.base, "-F", str(message_file),
+                        env=who).decode().strip()
+        self._git("update-ref", f"refs/heads/{branch}", sha)
+        return sha
