@@ -1,7 +1,8 @@
 """Workspace preparation: the second issue on a repository must not download its history
 again. A 2,000-commit repository is served over git smart HTTP with token auth by the
 local fake GitHub; the first issue clones the bare mirror, the second only fetches (one
-new commit) — each then clones its workspace from the local mirror.
+new commit) — each then prepares its run from the local mirror: the host's own git
+directory (hard links) and the workspace with the sandbox's own `.git` (a copy).
 
     python -m bench.workspace_prep
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fake_github.server import FakeGitHub
+from workers.hostgit import HostRepo
 from workers.repo_cache import RepoCache
 
 COMMITS = 2_000
@@ -49,7 +51,7 @@ def _prepare(cache: RepoCache, fake: FakeGitHub, dest: Path) -> float:
     started = time.perf_counter()
     token = fake.mint_token(fake.installation_id).token
     mirror = cache.refresh(fake.clone_url("bench", "big"), token)
-    cache.workspace(mirror, "main", dest)
+    HostRepo.create(mirror, "main", dest / "git", dest / "workspace")
     return time.perf_counter() - started
 
 

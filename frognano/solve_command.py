@@ -19,13 +19,12 @@ from sandbox.base import SandboxConfig, SandboxError, SandboxUnavailable
 from workers.agent.harness import SolveLimits, SolveResult, solve
 from workers.agent.repo_tests import detect_test_command
 from workers.agent.transcript import Transcript
-from workers.gitops import GitError
+from workers.hostgit import GitError
 from workers.local_solve import (
     LocalRepoError,
     bring_back,
     check_repository,
     clone_workspace,
-    commit_on_branch,
     slugify,
     unique_branch,
 )
@@ -124,7 +123,8 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
     workspace, private = run_dir / "workspace", run_dir / "private"
     opts.work_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
     private.mkdir(parents=True)
-    base_commit = clone_workspace(repo, workspace)
+    host = clone_workspace(repo, run_dir)
+    base_commit = host.base
     config_file = workspace / CONFIG_PATH
     config = parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
                                if config_file.is_file() else None)
@@ -146,19 +146,29 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
                   f"model {model.name}; sandbox {opts.sandbox}", highlight=False)
     sandbox_config = SandboxConfig(workspace=workspace, private_dir=private)
     with open_sandbox(opts.sandbox, sandbox_config) as sandbox, Progress(console) as progress:
-        result = solve(model, sandbox, opts.issue, test_command, transcript, limits=limits,
-                       setup_command=config.setup, on_event=progress.event)
+        result = solve(model, sandbox, opts.issue, test_command, transcript, repo=host,
+                       limits=limits, setup_command=config.setup, on_event=progress.event)
     _report(result, console)
+    snapshot = result.snapshot
     if not result.tests_passed:
         return EXIT_TESTS_FAILED
-    if not result.diff.strip():
+    if snapshot is None:
+        return EXIT_TESTS_FAILED  # _report printed why the change could not be read
+    for path in snapshot.dropped:
+        console.print(f"[bold yellow]warning:[/bold yellow] left out `{path}`: a nested git "
+                      "repository is never committed", highlight=False)
+    if snapshot.refusal:
+        console.print(f"[bold red]not committed:[/bold red] {snapshot.refusal}",
+                      highlight=False)
+        return EXIT_TESTS_FAILED
+    if not snapshot.paths:
         console.print("The tests pass and nothing was changed: no branch created.")
         return EXIT_OK
     branch = unique_branch(repo, slug)
     first_line = opts.issue.strip().splitlines()[0][:72]
-    commit = commit_on_branch(workspace, branch, f"{first_line}\n\nMade by frognano solve; "
-                              f"the harness ran `{test_command}` and it passed.")
-    bring_back(repo, workspace, branch)
+    commit = host.commit(snapshot.tree, branch, f"{first_line}\n\nMade by frognano solve; "
+                         f"the harness ran `{test_command}` and it passed.")
+    bring_back(repo, host, branch)
     console.print(f"[bold green]committed[/bold green] {commit[:12]} on branch {branch} "
                   "(your current branch is untouched)", highlight=False)
     return EXIT_OK

@@ -1,8 +1,10 @@
 """`frognano solve` on a local repository: never touches the user's working tree.
 
-The repository is cloned into a private workspace; the agent works there; when
-the tests pass the result is committed on a new branch `frognano/<slug>` and
-fetched back into the user's repository as that branch only.
+The repository's objects are cloned into a host-owned git directory of the run
+(`workers/hostgit.py`), HEAD is checked out into a private workspace; the agent
+works there; when the tests pass the host commits the snapshot's tree on a new
+branch `frognano/<slug>` in its own git directory, and the user's repository
+fetches that branch only.
 """
 
 from __future__ import annotations
@@ -10,18 +12,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workers.gitops import (
-    LOCAL_IDENTITY,
-    GitError,
-    GitMissing,
-    Identity,
-    add_global_excludes,
-    git,
-)
+from workers.hostgit import GitError, GitMissing, HostRepo, run_git
 
 
 class LocalRepoError(ValueError):
     """The path cannot be solved on as it is; the message says why and what to do."""
+
+
+def _user_git(repo: Path, *args: str) -> str:
+    """git in the user's own repository: their config applies, nothing of ours leaks in."""
+    return run_git(*args, cwd=repo, user_config=True).decode("utf-8", "replace")
 
 
 def check_repository(path: Path) -> Path:
@@ -31,17 +31,17 @@ def check_repository(path: Path) -> Path:
     if not path.is_dir():
         raise LocalRepoError(f"{path} is not a directory")
     try:
-        top = Path(git(path, "rev-parse", "--show-toplevel").strip())
+        top = Path(_user_git(path, "rev-parse", "--show-toplevel").strip())
     except GitMissing:
         raise
     except GitError:
         raise LocalRepoError(f"{path} is not a git repository (run `git init` and commit "
                              "your code first)") from None
     try:
-        git(top, "rev-parse", "--verify", "HEAD")
+        _user_git(top, "rev-parse", "--verify", "HEAD")
     except GitError:
         raise LocalRepoError(f"{top} has no commits yet; commit your code first") from None
-    dirty = git(top, "status", "--porcelain", "--untracked-files=normal").strip()
+    dirty = _user_git(top, "status", "--porcelain", "--untracked-files=normal").strip()
     if dirty:
         listing = "\n".join("  " + line for line in dirty.splitlines()[:10])
         raise LocalRepoError(
@@ -50,11 +50,9 @@ def check_repository(path: Path) -> Path:
     return top
 
 
-def clone_workspace(repo: Path, workspace: Path) -> str:
-    """Clone HEAD of `repo` into `workspace` (own object copies: the sandbox may chown them)."""
-    git(repo.parent, "clone", "--quiet", "--no-hardlinks", str(repo), str(workspace))
-    add_global_excludes(workspace)
-    return git(workspace, "rev-parse", "HEAD").strip()
+def clone_workspace(repo: Path, run_dir: Path) -> HostRepo:
+    """HEAD of `repo` into `run_dir/workspace`, its objects into `run_dir/git`."""
+    return HostRepo.create(repo, None, run_dir / "git", run_dir / "workspace")
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -64,22 +62,16 @@ def slugify(text: str, limit: int = 40) -> str:
 
 
 def unique_branch(repo: Path, slug: str) -> str:
-    existing = set(git(repo, "for-each-ref", "--format=%(refname:short)",
-                       "refs/heads/frognano/").split())
+    existing = set(_user_git(repo, "for-each-ref", "--format=%(refname:short)",
+                             "refs/heads/frognano/").split())
     branch, n = f"frognano/{slug}", 2
     while branch in existing:
         branch, n = f"frognano/{slug}-{n}", n + 1
     return branch
 
 
-def commit_on_branch(workspace: Path, branch: str, message: str,
-                     identity: Identity = LOCAL_IDENTITY) -> str:
-    git(workspace, "checkout", "--quiet", "-B", branch)
-    git(workspace, "add", "-A")
-    git(workspace, "commit", "--quiet", "--no-verify", "-m", message, identity=identity)
-    return git(workspace, "rev-parse", "HEAD").strip()
-
-
-def bring_back(repo: Path, workspace: Path, branch: str) -> None:
-    """Create `branch` in the user's repository; their HEAD and working tree stay as they are."""
-    git(repo, "fetch", "--quiet", "--no-tags", str(workspace), f"{branch}:refs/heads/{branch}")
+def bring_back(repo: Path, host: HostRepo, branch: str) -> None:
+    """Create `branch` in the user's repository from the host's git directory; their HEAD
+    and working tree stay as they are, and the workspace is never read."""
+    _user_git(repo, "fetch", "--quiet", "--no-tags", "--", str(host.git_dir),
+              f"refs/heads/{branch}:refs/heads/{branch}")

@@ -1,16 +1,19 @@
-"""Turning a passing workspace into a pushed branch and a draft PR, outside the sandbox."""
+"""Turning a passing run into a pushed branch and a draft PR, outside the sandbox.
+
+The commit is made from the snapshot's tree in the run's host-owned git directory
+(`workers/hostgit.py`); the workspace and its `.git` are never read here.
+"""
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import time
-from pathlib import Path
+
+import pathspec
 
 from bot.github_api import GitHubApi, PullInfo, RepoRef
 from bot.messages import NEEDS_REVIEW_LABEL
-from workers.gitops import GitError, Identity, git
-from workers.local_solve import commit_on_branch
+from workers.hostgit import GitError, HostRepo, Identity, Snapshot
 from workers.repo_cache import RepoCache
 
 ALWAYS_FORBIDDEN = (".github/workflows/",)
@@ -24,37 +27,26 @@ def branch_for(issue_number: int) -> str:
     return f"frognano/issue-{issue_number}"
 
 
-def changed_paths(workspace: Path) -> list[str]:
-    """Every path the change adds, edits or removes (both sides of a rename)."""
-    git(workspace, "add", "-A")
-    names = git(workspace, "diff", "--cached", "--name-only", "--no-renames", "-z")
-    return sorted(name for name in names.split("\0") if name)
-
-
 def forbidden_paths(paths: list[str], protected: tuple[str, ...]) -> list[str]:
-    """Paths the bot must never push: workflows, and the repository's protected globs."""
-    bad = []
-    for path in paths:
-        if path.startswith(ALWAYS_FORBIDDEN) or any(
-            fnmatch.fnmatchcase(path, pattern)
-            or (pattern.endswith("/") and path.startswith(pattern))
-            for pattern in protected
-        ):
-            bad.append(path)
-    return bad
+    """Paths the bot must never push: workflows, and the repository's `protected_paths`,
+    matched as .gitignore lines are (`**/settings.py` also matches `settings.py`, `docs`
+    and `/docs/**` protect the folder, a pattern without a slash matches at any depth)."""
+    spec = pathspec.GitIgnoreSpec.from_lines(protected)
+    return [path for path in paths
+            if path.startswith(ALWAYS_FORBIDDEN) or spec.match_file(path)]
 
 
 def bot_identity(login: str) -> Identity:
     return (login, f"{login}@users.noreply.github.com")
 
 
-def push_with_retries(cache: RepoCache, workspace: Path, url: str, branch: str,
+def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
                       token: str) -> None:
     """Force-push, again after a failure: a force-push is idempotent, and a dropped
     connection must not throw away a run whose tests passed."""
     for attempt in range(1, PUSH_ATTEMPTS + 1):
         try:
-            cache.push(workspace, url, branch, token)
+            cache.push(host.git_dir, url, commit, branch, token)
             return
         except GitError as exc:
             if attempt == PUSH_ATTEMPTS:
@@ -64,15 +56,16 @@ def push_with_retries(cache: RepoCache, workspace: Path, url: str, branch: str,
             time.sleep(wait)
 
 
-def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, workspace: Path,
-                       issue_number: int, title: str, body: str, base: str, message: str,
-                       reviewer: str) -> PullInfo:
-    """Commit, force-push `frognano/issue-N`, then open or update its one draft PR."""
+def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
+                       snapshot: Snapshot, issue_number: int, title: str, body: str,
+                       base: str, message: str, reviewer: str) -> PullInfo:
+    """Commit the snapshot's tree, force-push `frognano/issue-N`, then open or update its
+    one draft PR."""
     api = github
     branch = branch_for(issue_number)
-    commit_on_branch(workspace, branch, message, identity=bot_identity(api.bot_login()))
+    commit = host.commit(snapshot.tree, branch, message, identity=bot_identity(api.bot_login()))
     # Minted just before use: the clone's token may have expired during a long run.
-    push_with_retries(cache, workspace, api.clone_url(repo), branch,
+    push_with_retries(cache, host, api.clone_url(repo), commit, branch,
                       api.installation_token(repo))
     existing = api.find_open_pull(repo, branch)
     if existing is not None:

@@ -31,7 +31,8 @@ from sandbox import SandboxConfig, open_sandbox
 from workers.agent.harness import SolveLimits, SolveResult, solve
 from workers.agent.repo_tests import detect_test_command
 from workers.coordination import IssueCoordinator
-from workers.publish import changed_paths, forbidden_paths, push_and_open_pull
+from workers.hostgit import HostRepo
+from workers.publish import forbidden_paths, push_and_open_pull
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
 from workers.status import StatusComment
@@ -40,8 +41,8 @@ log = logging.getLogger(__name__)
 
 
 def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
-    """Returns the outcome: pr_opened, failed, refused_paths, invalid_config, no_tests,
-    superseded, duplicate or requeued."""
+    """Returns the outcome: pr_opened, failed, refused_paths, refused_size, invalid_config,
+    no_tests, superseded, duplicate or requeued."""
     coordinator = IssueCoordinator(rt.redis, trigger.issue_key)
     if coordinator.is_done(generation):
         return "duplicate"
@@ -108,7 +109,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
 
     default_branch = rt.github.default_branch(repo)
     mirror = rt.repo_cache.refresh(rt.github.clone_url(repo), rt.github.installation_token(repo))
-    rt.repo_cache.workspace(mirror, default_branch, workspace)
+    host = HostRepo.create(mirror, default_branch, run_dir / "git", workspace)
     try:
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:
@@ -137,7 +138,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     ) as sandbox:
         transcript.write("trigger", trigger=trigger.to_kwargs(), generation=generation)
         result = solve(rt.model(), sandbox, f"{issue.title}\n\n{issue.body}".strip(),
-                       test_command, transcript, limits=limits, setup_command=config.setup,
+                       test_command, transcript, repo=host, limits=limits,
+                       setup_command=config.setup,
                        guidance=trigger.guidance, on_event=progress,
                        should_stop=lambda: coordinator.is_stale(generation))
         summary = next((r["assistant"]["content"] for r in reversed(transcript.records)
@@ -150,16 +152,23 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         rt.github.comment(repo, trigger.issue_number, failure_comment(report))
         status.set(status_failed(f"`{result.exit_reason}`", generation))
         return "failed"
-    if not result.diff.strip():
+    snapshot = result.snapshot
+    if snapshot is None:
+        status.set(status_failed(f"the change could not be read: {result.error}", generation))
+        return "failed"
+    if snapshot.refusal:
+        status.set(status_failed(snapshot.refusal, generation))
+        return "refused_size"
+    if not snapshot.paths:
         status.set(status_failed("the tests pass without any change; nothing to propose",
                                  generation))
         return "failed"
-    forbidden = forbidden_paths(changed_paths(workspace), config.protected_paths)
+    forbidden = forbidden_paths(snapshot.paths, config.protected_paths)
     if forbidden:
         status.set(status_failed(refused_paths(forbidden), generation))
         return "refused_paths"
     pull = push_and_open_pull(
-        github=rt.github, cache=rt.repo_cache, repo=repo, workspace=workspace,
+        github=rt.github, cache=rt.repo_cache, repo=repo, host=host, snapshot=snapshot,
         issue_number=trigger.issue_number, title=f"[FrogNano] {issue.title}",
         body=pr_body(report), base=default_branch, reviewer=trigger.actor,
         message=f"{issue.title}\n\nFixes #{trigger.issue_number}. Made by FrogNano; "
@@ -184,6 +193,14 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         model=rt.model().name, transcript_url=url,
         changed_tests=[f"{c.test}: {c.before or 'absent'} → {c.after or 'absent'}"
                        for c in result.changes],
-        warnings=result.suspicious, test_files_changed=result.test_files_changed,
+        warnings=result.suspicious + dropped_warnings(result),
+        test_files_changed=result.test_files_changed,
         summary=summary,
     )
+
+
+def dropped_warnings(result: SolveResult) -> list[str]:
+    """Nested git repositories the host left out of the commit, for the reviewer."""
+    dropped = result.snapshot.dropped if result.snapshot else []
+    return [f"left out of the change: `{path}` (a nested git repository; the bot never "
+            "commits one)" for path in dropped]
