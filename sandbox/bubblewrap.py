@@ -164,8 +164,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         (private / "etc" / "passwd").write_text(passwd)
         (private / "etc" / "group").write_text(group)
         if self.as_root:
-            # .git stays ours: it is mounted read-only inside anyway.
-            chown_tree(workspace, self.uid, self.gid, skip={".git"})
+            # .git too: it is the sandbox's own writable copy, which the host never reads.
+            chown_tree(workspace, self.uid, self.gid, skip=set())
             chown_tree(private, self.uid, self.gid, skip=set())
         for path in (workspace, private, RUNNER_PATH, *self.config.extra_ro_binds):
             if not reachable(path, self.uid, self.gid):
@@ -180,9 +180,6 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             "PATH": ":".join(dict.fromkeys(path)), "HOME": f"{PRIVATE}/home", "TMPDIR": "/tmp",
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
             "PYTHONDONTWRITEBYTECODE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            # The read-only .git belongs to a uid the sandbox does not map: let git in.
-            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-            "GIT_CONFIG_VALUE_0": "*",
         }
         env.update(self.config.env)
         return env
@@ -215,9 +212,7 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         argv += ["--proc", "/proc", "--dev", "/dev",
                  "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
                  "--dir", "/var", "--symlink", "/tmp", "/var/tmp",
-                 "--bind", str(workspace), WORKDIR]
-        if (workspace / ".git").exists():  # after the workspace, so it lands on top of it
-            argv += ["--ro-bind", str(workspace / ".git"), f"{WORKDIR}/.git"]
+                 "--bind", str(workspace), WORKDIR]  # its .git with it: the model's own
         argv += ["--bind", str(self.config.private_dir.resolve()), PRIVATE,
                  "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE,
                  # The root tmpfs holds only mount points: freeze it, so /etc and / are

@@ -22,7 +22,6 @@ from typing import Any
 
 from sandbox.base import ExecResult, SandboxConfig, SandboxError
 from sandbox.disk_quota import DiskQuotaExceeded, DiskWatch
-from sandbox.gitdiff import workspace_diff
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 # Time the runner gets beyond a command's own timeout to kill, reap and answer.
@@ -307,5 +306,10 @@ class RunnerBackedSandbox:
         self._enforce_quota(watch)
         return result
 
-    def diff(self) -> str:
-        return workspace_diff(self.config.workspace)
+    def stop(self) -> None:
+        """Kill every process in the sandbox now, so the host can snapshot a work tree
+        nothing is still writing; the next call starts a fresh runner."""
+        with self._lock:
+            if self._runner is not None:
+                self._runner.kill()
+                self._runner = None
