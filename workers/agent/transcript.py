@@ -4,7 +4,10 @@ Record kinds: `run` (header: model, sampling, limits), `baseline` and `tests`
 (harness test runs), `turn` (one assistant turn with its tool observations,
 usage and timings), `feedback` (the harness's user message after failing tests)
 and `result` (the last line: exit reason, verdicts, totals). A crash leaves
-every earlier line on disk.
+every earlier line on disk. Every record is bounded: a string longer than
+`MAX_STRING_CHARS` keeps its head and a marker saying how much was cut, and a record
+whose JSON still exceeds `MAX_RECORD_CHARS` is cut harder, so a model that writes
+150 MB cannot put 150 MB into host memory, the transcript or the database.
 """
 
 from __future__ import annotations
@@ -13,6 +16,37 @@ import json
 import time
 from pathlib import Path
 from typing import IO, Any
+
+MAX_STRING_CHARS = 1_000_000
+MAX_RECORD_CHARS = 4_000_000
+_HARD_STRING_CHARS = 20_000  # per string, for a record that is still over the limit
+
+
+def _cut(value: Any, limit: int) -> Any:
+    """`value` with every string longer than `limit` cut to its head and a marker."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        return value[:limit] + f"\n…[frognano: {len(value) - limit} more characters cut]"
+    if isinstance(value, dict):
+        return {key: _cut(item, limit) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cut(item, limit) for item in value]
+    return value
+
+
+def bounded_record(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The record as kept and its JSON line, both within the limits."""
+    record = _cut(record, MAX_STRING_CHARS)
+    line = json.dumps(record, ensure_ascii=False, default=str)
+    if len(line) > MAX_RECORD_CHARS:
+        record = _cut(record, _HARD_STRING_CHARS)
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        if len(line) > MAX_RECORD_CHARS:  # thousands of fields: keep only the envelope
+            record = {key: record[key] for key in ("kind", "time")}
+            record["cut"] = f"record of {len(line)} characters dropped"
+            line = json.dumps(record, ensure_ascii=False)
+    return record, line
 
 
 class Transcript:
@@ -27,10 +61,10 @@ class Transcript:
         self.records: list[dict[str, Any]] = []
 
     def write(self, kind: str, **fields: Any) -> None:
-        record = {"kind": kind, "time": round(time.time(), 3), **fields}
+        record, line = bounded_record({"kind": kind, "time": round(time.time(), 3), **fields})
         self.records.append(record)
         if self._file is not None:
-            self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            self._file.write(line + "\n")
             self._file.flush()
 
     def close(self) -> None:
