@@ -22,6 +22,7 @@ from workers.agent.harness import SolveLimits, SolveResult, solve
 from workers.agent.prompts import SYSTEM_PROMPT
 from workers.agent.repo_tests import PYTEST_COMMAND
 from workers.agent.transcript import Transcript, read_transcript
+from workers.hostgit import HostRepo
 from workers.models.base import ModelQueryError
 from workers.models.scripted import ScriptedModel, final_answer, think_and_call, think_and_calls
 
@@ -31,20 +32,21 @@ FIX = think_and_call("Fix the sign.", "Edit", file_path="calc.py",
 
 
 @contextmanager
-def calc_sandbox() -> Iterator[tuple[Sandbox, Path, Path]]:
+def calc_sandbox() -> Iterator[tuple[Sandbox, Path, HostRepo]]:
     with reachable_dir() as root:
-        workspace = make_repo(root / "ws", template="calc_repo")
-        config = SandboxConfig(workspace=workspace, private_dir=root / "private")
+        source = make_repo(root / "src", template="calc_repo")
+        host = HostRepo.create(source, None, root / "run" / "git", root / "run" / "ws")
+        config = SandboxConfig(workspace=host.work_tree, private_dir=root / "run" / "private")
         with open_sandbox(BACKEND, config) as sandbox:
-            yield sandbox, workspace, root
+            yield sandbox, host.work_tree, host
 
 
 def run(script: list[Any], tmp_path: Path, **limits: Any) -> tuple[SolveResult, list[dict]]:
     model = ScriptedModel(script)
     path = tmp_path / "t.jsonl"
-    with calc_sandbox() as (sandbox, _, _), Transcript(path) as transcript:
+    with calc_sandbox() as (sandbox, _, host), Transcript(path) as transcript:
         result = solve(model, sandbox, "add() is broken", PYTEST_COMMAND, transcript,
-                       limits=SolveLimits(**limits))
+                       repo=host, limits=SolveLimits(**limits))
     records = read_transcript(path)
     assert records[-1]["kind"] == "result"
     assert records[-1]["exit_reason"] == result.exit_reason
@@ -53,8 +55,9 @@ def run(script: list[Any], tmp_path: Path, **limits: Any) -> tuple[SolveResult, 
 
 def test_first_messages_are_leafs_system_prompt_and_the_task(tmp_path: Path) -> None:
     model = ScriptedModel([FIX])
-    with calc_sandbox() as (sandbox, _, _), Transcript(tmp_path / "t.jsonl") as transcript:
-        result = solve(model, sandbox, "add() is broken", PYTEST_COMMAND, transcript)
+    with calc_sandbox() as (sandbox, _, host), Transcript(tmp_path / "t.jsonl") as transcript:
+        result = solve(model, sandbox, "add() is broken", PYTEST_COMMAND, transcript,
+                       repo=host)
     first = model.requests[0]
     assert first[0] == {"role": "system", "content": SYSTEM_PROMPT}
     assert first[1]["role"] == "user" and first[1]["content"].startswith("add() is broken")
@@ -70,7 +73,8 @@ def test_first_messages_are_leafs_system_prompt_and_the_task(tmp_path: Path) -> 
 def test_failing_tests_go_back_to_the_model_until_they_pass(tmp_path: Path) -> None:
     def fix_after_feedback(messages: list[dict[str, Any]]) -> str:
         feedback = messages[-1]
-        assert feedback["role"] == "user" and "failed with exit code 1" in feedback["content"]
+        assert feedback["role"] == "user"
+        assert "- test still fails: tests/test_calc.py::test_add" in feedback["content"]
         return think_and_call("Multiplication was wrong.", "Edit", file_path="calc.py",
                               old_string="return a * b\n\n\ndef mul",
                               new_string="return a + b\n\n\ndef mul")
@@ -152,8 +156,8 @@ def test_each_limit_ends_the_run_with_its_name(script: list[Any], limits: dict[s
 
 def test_cancelled_between_steps(tmp_path: Path) -> None:
     model = ScriptedModel([think_and_call("Look.", "Bash", command="true")] * 3)
-    with calc_sandbox() as (sandbox, _, _), Transcript(tmp_path / "t.jsonl") as transcript:
-        result = solve(model, sandbox, "x", PYTEST_COMMAND, transcript,
+    with calc_sandbox() as (sandbox, _, host), Transcript(tmp_path / "t.jsonl") as transcript:
+        result = solve(model, sandbox, "x", PYTEST_COMMAND, transcript, repo=host,
                        should_stop=lambda: len(model.requests) >= 1)
     assert result.exit_reason == "cancelled" and result.steps == 1
 
@@ -161,13 +165,14 @@ def test_cancelled_between_steps(tmp_path: Path) -> None:
 def test_sandbox_that_cannot_come_back_ends_with_tool_error(tmp_path: Path) -> None:
     kill_runner = think_and_call("Oops.", "Bash", command="kill -9 $PPID")
 
-    with calc_sandbox() as (sandbox, workspace, _), \
+    with calc_sandbox() as (sandbox, workspace, host), \
             Transcript(tmp_path / "t.jsonl") as transcript:
         def break_the_host(messages: list[dict[str, Any]]) -> str:
             shutil.rmtree(workspace)  # the restart has nothing to bind now
             return think_and_call("Again.", "Bash", command="true")
 
         result = solve(ScriptedModel([kill_runner, break_the_host]), sandbox, "x",
-                       PYTEST_COMMAND, transcript, limits=SolveLimits(test_timeout=10))
+                       PYTEST_COMMAND, transcript, repo=host,
+                       limits=SolveLimits(test_timeout=10))
     assert result.exit_reason == "tool_error"
     assert "sandbox" in result.error.lower()

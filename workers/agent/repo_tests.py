@@ -1,7 +1,8 @@
-"""Finding a repository's test command, and reading per-test results from its output.
+"""Finding a repository's test command, and what one run of it gave.
 
 Detection looks at files only (never runs anything): the harness runs the command
-inside the sandbox, before the agent (baseline) and after it (verdict).
+inside the sandbox, before the agent (baseline) and after it (verdict). Per-test results
+come from the runner's report file (test_report.py), never from its output.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ class TestVerdict:
     timed_out: bool
     seconds: float
     output: str  # stdout and stderr, tail-capped by the sandbox
-    tests: dict[str, str] = field(default_factory=dict)  # test id → passed/failed/error/skipped
+    # test id → passed/failed/error/skipped/xfailed, from the runner's report
+    tests: dict[str, str] = field(default_factory=dict)
+    # "junit", "go-json"; "none": the runner has no report; "missing": asked, none came
+    report: str = "none"
 
     @property
     def passed(self) -> bool:
@@ -45,6 +49,10 @@ class TestVerdict:
         for status in self.tests.values():
             counts[status] = counts.get(status, 0) + 1
         detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        if self.report == "none":
+            detail = "no per-test report"
+        elif self.report == "missing":
+            detail = "no readable report"
         state = "timed out" if self.timed_out else f"exit {self.exit_code}"
         return f"{'PASS' if self.passed else 'FAIL'} ({state}{'; ' + detail if detail else ''})"
 
@@ -56,6 +64,7 @@ class TestVerdict:
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
             "tests": self.tests,
+            "report": self.report,
             "output_tail": self.output[-output_chars:],
         }
 
@@ -131,38 +140,6 @@ def detect_test_command(root: Path) -> TestCommand | None:
     return None
 
 
-# Per-test result lines of the runners we know. Each pattern yields (status, test id).
-_PYTEST_RA = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+\.py(?:::\S+)?)", re.MULTILINE)
-_GO_TEST = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+)", re.MULTILINE)
-_CARGO_TEST = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)$", re.MULTILINE)
-_UNITTEST = re.compile(r"^(\w+) \(([\w.]+)\)(?:\n.*?)? \.\.\. (ok|FAIL|ERROR|skipped.*)$",
-                       re.MULTILINE)
-_TAP = re.compile(r"^(ok|not ok) \d+ - (.+?)(?: # (SKIP|TODO).*)?$", re.MULTILINE)
-
-_NORMALISE = {
-    "PASSED": "passed", "PASS": "passed", "ok": "passed", "XFAIL": "passed",
-    "FAILED": "failed", "FAIL": "failed", "XPASS": "failed", "not ok": "failed",
-    "ERROR": "error", "SKIP": "skipped", "ignored": "skipped",
-}
-
-
-def parse_test_results(output: str) -> dict[str, str]:
-    """Per-test statuses found in a runner's output; empty when the format is unknown."""
-    results: dict[str, str] = {}
-    for status, test_id in _PYTEST_RA.findall(output):
-        results[test_id] = _NORMALISE[status]
-    for status, test_id in _GO_TEST.findall(output):
-        results[test_id] = _NORMALISE[status]
-    for test_id, status in _CARGO_TEST.findall(output):
-        results[test_id] = _NORMALISE[status]
-    for name, where, status in _UNITTEST.findall(output):
-        key = f"{where}.{name}" if not where.endswith(name) else where
-        results[key] = "skipped" if status.startswith("skipped") else _NORMALISE[status]
-    for status, name, directive in _TAP.findall(output):
-        results[name.strip()] = "skipped" if directive else _NORMALISE[status]
-    return results
-
-
 @dataclass(frozen=True)
 class TestChange:
     __test__ = False  # not a pytest test class
@@ -178,33 +155,3 @@ def compare_results(before: dict[str, str], after: dict[str, str]) -> list[TestC
         if before.get(test) != after.get(test):
             changes.append(TestChange(test, before.get(test), after.get(test)))
     return changes
-
-
-_ADDED_SKIP = re.compile(
-    r"^\+(?!\+\+).*(@pytest\.mark\.skip|pytest\.skip\(|@unittest\.skip|\.skip\(|t\.Skip\(|"
-    r"#\[ignore\]|\bxit\(|\bxdescribe\(|it\.skip\(|describe\.skip\()",
-    re.MULTILINE,
-)
-_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
-_TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_test\.\w+$|[^/]*\.test\.\w+$|"
-                        r"[^/]*\.spec\.\w+$)")
-
-
-def touched_test_files(diff: str) -> list[str]:
-    return sorted({b for _, b in _DIFF_FILE.findall(diff) if _TEST_PATH.search(b)})
-
-
-def suspicious_test_changes(diff: str, changes: list[TestChange]) -> list[str]:
-    """Reasons to distrust "the tests pass": tests removed, newly skipped, or skips added."""
-    reasons = []
-    for change in changes:
-        if change.before in ("passed", "failed", "error") and change.after is None:
-            reasons.append(f"test no longer runs: {change.test}")
-        elif change.before in ("passed", "failed", "error") and change.after == "skipped":
-            reasons.append(f"test is now skipped: {change.test}")
-    for match in _ADDED_SKIP.finditer(diff):
-        reasons.append(f"the diff adds a skip marker: {match.group(0)[1:].strip()[:120]}")
-    for path in re.findall(r"^diff --git a/(\S+) b/\S+\ndeleted file mode", diff, re.MULTILINE):
-        if _TEST_PATH.search(path):
-            reasons.append(f"test file deleted: {path}")
-    return reasons
