@@ -31,7 +31,7 @@ SECONDS = 8.0
 WARMUP_SECONDS = 1.0
 CONNECTIONS = 64  # GitHub opens a connection per delivery; keep-alive here spares our CPU
 TARGET_P99_MS = 50.0
-SECRET = "bench-secret"
+SECRET = "bench-secret-of-at-least-32-characters"
 QUEUE = "frognano-bench"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +36,12 @@ from bot.enqueue import (
     EnqueueError,
     EnqueueOutcome,
     Enqueuer,
+    body_digest,
     enqueue_once,
 )
 from bot.events import Ignore, PayloadError, parse_json_body, route, verify_signature
 from bot.logs import delivery_context
-from bot.settings import BotSettings
+from bot.settings import BotSettings, webhook_secret_problem
 from bot.setup_flow import setup_router
 from bot.triggers import CONTROL_QUEUE_SUFFIX, Trigger
 
@@ -188,13 +190,14 @@ class _Receiver:
         if isinstance(decision, Ignore):
             log.info("ignored: %s", decision.reason)
             return _Answer(Response(status_code=204), "ignored", event)
-        return await self._enqueue(decision, event)
+        return await self._enqueue(decision, event, body_digest(body))
 
-    async def _enqueue(self, trigger: Trigger, event: str) -> _Answer:
+    async def _enqueue(self, trigger: Trigger, event: str, digest: str) -> _Answer:
         started = time.perf_counter()
         try:
             outcome: EnqueueOutcome = await run_in_threadpool(
-                enqueue_once, self._ledger, self._enqueuer, trigger)
+                partial(enqueue_once, self._ledger, self._enqueuer, trigger,
+                        signed_body_digest=digest))
         except (redis.RedisError, EnqueueError) as exc:
             log.warning("broker unavailable: %s", exc)
             return _Answer(JSONResponse({"error": "broker unavailable, redeliver later"}, 503),
@@ -209,6 +212,9 @@ class _Receiver:
         if outcome.status == "duplicate":
             return _Answer(JSONResponse({"duplicate": True, "task_id": outcome.task_id}, 200),
                            "duplicate", event)
+        if outcome.status == "replayed":  # 200: nothing for a sender to retry
+            return _Answer(JSONResponse({"duplicate": True, "replayed": True,
+                                         "task_id": outcome.task_id}, 200), "replayed", event)
         # Another copy of this delivery is being enqueued right now; it answers for both.
         return _Answer(JSONResponse({"duplicate": True, "in_progress": True}, 409,
                                     headers={"Retry-After": "5"}), "in_progress", event)
@@ -239,13 +245,19 @@ def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
                health_checks: Sequence[HealthCheck] = (),
                bot_login: str | None = DEFAULT_BOT_LOGIN,
                setup_env_path: Path = Path(".env"),
+               setup_token: str | None = None,
                run_store: RunStore | None = None) -> FastAPI:
     """The receiver. What it is given, the caller closes; what it creates, it closes.
 
     `health_checks` are probed by /healthz after Redis (the run store's database goes here).
-    `setup_env_path` is where the GitHub App setup flow (`/`, `/setup`) writes credentials.
+    `setup_env_path` is where the GitHub App setup flow (`/`, `/setup`) writes credentials;
+    `setup_token` is the one-time token that flow requires (made and logged when None).
     `run_store` turns on the run dashboard (/runs), run metrics and the database health check.
+    Raises ValueError for a blank or short webhook secret.
     """
+    problem = webhook_secret_problem(settings.webhook_secret)
+    if problem:  # refused before anything is opened, so nothing is left to close
+        raise ValueError(problem)
     owned: list[Callable[[], Any]] = []
     if redis_client is None:
         redis_client = redis_client_for(settings.redis_url)
@@ -270,7 +282,8 @@ def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
         _add_run_views(app, settings, run_store, redis_client, metrics, checks)
     receiver = _Receiver(settings, enqueuer, DeliveryLedger(redis_client), metrics, bot_login)
     app.state.metrics = metrics
-    app.include_router(setup_router(settings, env_path=setup_env_path))
+    app.include_router(setup_router(settings, env_path=setup_env_path,
+                                    setup_token=setup_token))
 
     @app.post(WEBHOOK_PATH, include_in_schema=False)
     async def receive_webhook(request: Request) -> Response:

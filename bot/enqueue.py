@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
@@ -88,12 +89,30 @@ return 0
 
 
 class DeliveryLedger:
-    """Which deliveries were enqueued, in Redis: claimed (short TTL) then done (4 days)."""
+    """Which deliveries were enqueued, in Redis: claimed (short TTL) then done (4 days).
 
-    def __init__(self, client: redis.Redis, prefix: str = "frognano:delivery:") -> None:
+    It also remembers which delivery first brought each signed body. The signature covers
+    the body only, not the X-GitHub-Delivery header, so a captured delivery can be sent
+    again under a fresh id; GitHub's own redeliveries keep the id, and two real events
+    never share a body (they differ at least in `updated_at` or the comment id).
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str = "frognano:delivery:",
+                 body_prefix: str = "frognano:body:") -> None:
         self._client = client
         self._prefix = prefix
+        self._body_prefix = body_prefix
         self._release = client.register_script(_RELEASE_SCRIPT)
+
+    def first_delivery_of(self, body_digest: str, delivery_id: str) -> str:
+        """The delivery that first brought this body: `delivery_id` when none did before."""
+        key = self._body_prefix + body_digest
+        if self._client.set(key, delivery_id, nx=True, ex=DONE_TTL_S):
+            return delivery_id
+        first = self._client.get(key)
+        if first is None:  # lapsed between the two calls
+            return delivery_id
+        return first.decode() if isinstance(first, bytes) else str(first)
 
     def key(self, delivery_id: str) -> str:
         return self._prefix + delivery_id
@@ -121,18 +140,32 @@ class DeliveryLedger:
 
 @dataclass(frozen=True)
 class EnqueueOutcome:
-    status: Literal["queued", "duplicate", "in_progress"]
+    status: Literal["queued", "duplicate", "in_progress", "replayed"]
     task_id: str | None = None
 
 
+def body_digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
 def enqueue_once(ledger: DeliveryLedger, enqueuer: Enqueuer, trigger: Trigger, *,
+                 signed_body_digest: str | None = None,
                  wait_s: float = CLAIM_WAIT_S) -> EnqueueOutcome:
     """Enqueue `trigger` unless its delivery was already enqueued (blocking; run in a thread).
 
+    With `signed_body_digest`, a body first seen under another delivery id is a replay:
+    nothing is queued ("replayed", with the first delivery's task id when it has one).
     Raises redis.RedisError or EnqueueError when nothing could be queued; then no record of
-    the delivery is left behind except, at worst, a claim that lapses after CLAIM_TTL_S.
+    the delivery is left behind except, at worst, a claim that lapses after CLAIM_TTL_S
+    (and the body's first delivery, which is this one, so its redelivery still goes on).
     """
     delivery_id = trigger.delivery_id
+    if signed_body_digest is not None:
+        first = ledger.first_delivery_of(signed_body_digest, delivery_id)
+        if first != delivery_id:
+            log.warning("signed body first delivered as %s came again as %s: a replay, "
+                        "nothing queued", first, delivery_id)
+            return EnqueueOutcome("replayed", ledger.done_task_id(first)[1])
     token = uuid.uuid4().hex
     deadline = time.monotonic() + wait_s
     while not ledger.claim(delivery_id, token):

@@ -7,6 +7,26 @@ from pathlib import Path
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# HMAC-SHA256 with a short key can be brute-forced offline from one captured delivery.
+MIN_WEBHOOK_SECRET_CHARS = 32
+
+
+def webhook_secret_problem(secret: str | None) -> str | None:
+    """Why the receiver must not start with this secret, naming the fix; None when fine.
+
+    Unset (or "") is not a problem here: the receiver then refuses every delivery and
+    serves the setup flow instead.
+    """
+    if not secret:
+        return None
+    if secret.strip() and len(secret) >= MIN_WEBHOOK_SECRET_CHARS:
+        return None
+    what = "blank" if not secret.strip() else f"only {len(secret)} characters"
+    return (f"GITHUB_WEBHOOK_SECRET is {what}, which can be guessed from one captured "
+            f"delivery; use at least {MIN_WEBHOOK_SECRET_CHARS} random characters "
+            "(`openssl rand -hex 32`) and set the same value as the App's webhook secret on "
+            "GitHub, or remove it and create the App through the receiver's setup page")
+
 
 class BotSettings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",

@@ -6,8 +6,15 @@ code for the App's id, private key and webhook secret and writes them to `.env`.
 
 The flow only runs while the App is not configured: once credentials exist (in the
 settings, or written by this process) the callback answers 409, so nobody who can reach
-the receiver can swap the credentials of a running bot. The state is random, single-use,
-short-lived and tied to the browser that started the flow by a cookie.
+the receiver can swap the credentials of a running bot.
+
+Before that, the flow belongs to the operator, not to whoever reaches the receiver first
+(as with Jupyter's and Grafana's first-run tokens): the receiver makes a one-time setup
+token at start and prints it (`frognano up` in its banner, `frognano serve` in its log).
+`/?token=…` or `/setup?token=…` redeems it once for a cookie that admits that one browser;
+`/setup` and `/setup/callback` answer 403 to any other. The state GitHub hands back is
+random, single-use, short-lived and tied to that admitted browser, and the token and the
+admission die when setup completes.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import asyncio
 import errno
 import html
 import json
+import logging
 import os
 import secrets
 import tempfile
@@ -27,14 +35,17 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.app_manifest import app_manifest
 from bot.settings import BotSettings
 
+log = logging.getLogger("frognano.bot.setup")
+
 STATE_TTL_S = 3600.0  # the user may take a while on GitHub's page
 MAX_PENDING = 100  # bounds memory if someone hammers GET /setup
-STATE_COOKIE = "frognano_setup"
+STATE_COOKIE = "frognano_setup"  # the admitted browser's id
+SETUP_TOKEN_BYTES = 32
 EXCHANGE_TIMEOUT_S = 15.0
 # What the callback writes, and what it clears: a key file left over from an older App
 # would clash with the new inline key (BotSettings refuses both).
@@ -47,6 +58,15 @@ def app_configured(settings: BotSettings) -> bool:
     has_key = settings.github_private_key is not None or \
         settings.github_private_key_path is not None
     return settings.github_app_id is not None and has_key and bool(settings.webhook_secret)
+
+
+def new_setup_token() -> str:
+    return secrets.token_urlsafe(SETUP_TOKEN_BYTES)
+
+
+def setup_link(base_url: str, token: str) -> str:
+    """The link the operator opens; printed at start, never served to a browser."""
+    return f"{base_url.rstrip('/')}/?{urlencode({'token': token})}"
 
 
 def github_web_url(api_url: str) -> str:
@@ -64,6 +84,37 @@ def github_web_url(api_url: str) -> str:
 def manifest_form_action(web_url: str, org: str | None, state: str) -> str:
     where = f"/organizations/{quote(org, safe='')}" if org else ""
     return f"{web_url}{where}/settings/apps/new?{urlencode({'state': state})}"
+
+
+# --- who may set up ------------------------------------------------------------------------
+
+
+def _same(given: str, expected: str) -> bool:
+    # Bytes: compare_digest refuses str with non-ASCII characters, which anyone can send.
+    return secrets.compare_digest(given.encode(), expected.encode())
+
+
+class _SetupGate:
+    """The one-time token, then the one browser that redeemed it."""
+
+    def __init__(self, token: str | None) -> None:
+        self._token = token
+        self._browser: str | None = None
+
+    def redeem(self, token: str | None) -> str | None:
+        """A new browser id for the right token, once; None for anything else."""
+        if not token or self._token is None or not _same(token, self._token):
+            return None
+        self._token = None  # single-use: a leaked link (history, proxy log) is spent
+        self._browser = secrets.token_urlsafe(32)
+        return self._browser
+
+    def admits(self, browser: str | None) -> bool:
+        return bool(browser) and self._browser is not None and \
+            _same(str(browser), self._browser)
+
+    def close(self) -> None:
+        self._token = self._browser = None
 
 
 # --- pending states -----------------------------------------------------------------------
@@ -250,6 +301,20 @@ def _setup_home() -> HTMLResponse:
         "<button class=button>Create it for the organisation</button></p></form>"))
 
 
+def _setup_locked(status: int = 200, why: str = "") -> HTMLResponse:
+    return _page("Set up FrogNano", (
+        f"{why}<p>This bot has no GitHub App yet. Setting it up is open only to its "
+        "operator: open the link with <code>?token=…</code> that the receiver printed "
+        "when it started (<code>frognano up</code> shows it in its banner, "
+        "<code>frognano serve</code> in its log). The link works once, in one browser; "
+        "restart the receiver for a new one.</p>"), status)
+
+
+def _forbidden() -> HTMLResponse:
+    return _setup_locked(403, "<p><strong>Not allowed:</strong> this browser did not open "
+                              "the setup link, or the link was already used.</p>")
+
+
 def _status_home() -> HTMLResponse:
     return _page("FrogNano is running", (
         "<p>The GitHub App is configured and webhooks are accepted.</p><ul>"
@@ -299,43 +364,85 @@ def _done(slug: str, html_url: str, env_path: Path) -> HTMLResponse:
 # --- the router ---------------------------------------------------------------------------
 
 
-def setup_router(settings: BotSettings, *, env_path: Path = Path(".env")) -> APIRouter:
-    """`/`, `/setup` and `/setup/callback`; credentials are written to `env_path`."""
+def setup_router(settings: BotSettings, *, env_path: Path = Path(".env"),
+                 setup_token: str | None = None) -> APIRouter:
+    """`/`, `/setup` and `/setup/callback`; credentials are written to `env_path`.
+
+    `setup_token` is the one-time token the operator was shown; without one (and no App
+    yet) a new token is made here and logged, so setup is never open to everyone.
+    """
     router = APIRouter()
     states = _PendingStates()
     finished = asyncio.Lock()
     done = {"configured": app_configured(settings)}
     web_url = github_web_url(settings.github_api_url)
+    if not done["configured"] and setup_token is None:
+        setup_token = new_setup_token()
+        log.warning("no GitHub App yet; open %s to set it up",
+                    setup_link(settings.public_url or "http://<this receiver>", setup_token))
+    gate = _SetupGate(None if done["configured"] else setup_token)
+
+    def admitted(request: Request, token: str | None) -> tuple[str | None, bool]:
+        """(the admitted browser id or None, whether it was redeemed just now)."""
+        browser = request.cookies.get(STATE_COOKIE)
+        if gate.admits(browser):
+            return browser, False
+        redeemed = gate.redeem(token)
+        return redeemed, redeemed is not None
+
+    def admit(response: Response, request: Request, browser: str) -> None:
+        # Lax: GitHub's redirect back is a top-level GET, which carries Lax cookies. Secure
+        # follows the scheme the browser used, so the local http link works as well.
+        response.set_cookie(STATE_COOKIE, browser, httponly=True, samesite="lax", path="/",
+                            secure=request.url.scheme == "https")
+
+    def redirect_without_token(request: Request, new_browser: str | None) -> Response:
+        query = urlencode([(k, v) for k, v in request.query_params.multi_items()
+                           if k != "token"])
+        redirect = RedirectResponse(request.url.path + (f"?{query}" if query else ""), 303)
+        if new_browser is not None:
+            admit(redirect, request, new_browser)
+        return redirect
 
     @router.get("/", response_class=HTMLResponse)
-    async def home() -> HTMLResponse:
-        return _status_home() if done["configured"] else _setup_home()
+    async def home(request: Request, token: str | None = None) -> Response:
+        if done["configured"]:
+            return _status_home()
+        browser, fresh = admitted(request, token)
+        if browser is None:
+            return _forbidden() if token else _setup_locked()
+        if token is not None:  # drop it from the address bar before any page links out
+            return redirect_without_token(request, browser if fresh else None)
+        return _setup_home()
 
     @router.get("/setup", response_class=HTMLResponse)
-    async def start(request: Request, org: str | None = None) -> HTMLResponse:
+    async def start(request: Request, org: str | None = None, token: str | None = None,
+                    ) -> Response:
         if done["configured"]:
             return _already_configured()
+        browser, fresh = admitted(request, token)
+        if browser is None:
+            return _forbidden()
+        if token is not None:
+            return redirect_without_token(request, browser if fresh else None)
         public_url = settings.public_url or str(request.base_url).rstrip("/")
         try:
             manifest = app_manifest(public_url, org=org or None)
         except ValueError as exc:
             return _page("Cannot set up", f"<p>{html.escape(str(exc))}</p>", 400)
-        browser = request.cookies.get(STATE_COOKIE) or secrets.token_urlsafe(24)
         state = states.issue(browser)
-        page = _manifest_form(manifest_form_action(web_url, org or None, state), manifest,
+        return _manifest_form(manifest_form_action(web_url, org or None, state), manifest,
                               public_url)
-        # Lax: GitHub's redirect back is a top-level GET, which carries Lax cookies.
-        page.set_cookie(STATE_COOKIE, browser, max_age=int(STATE_TTL_S), httponly=True,
-                        samesite="lax", path="/setup",
-                        secure=public_url.startswith("https://"))
-        return page
 
     @router.get("/setup/callback", response_class=HTMLResponse)
     async def callback(request: Request, code: str = "", state: str = "") -> HTMLResponse:
         async with finished:  # two racing callbacks must not both write credentials
             if done["configured"]:
                 return _already_configured()
-            if not states.take(state, request.cookies.get(STATE_COOKIE)):
+            browser = request.cookies.get(STATE_COOKIE)
+            if not gate.admits(browser):
+                return _forbidden()
+            if not states.take(state, browser):
                 return _page("Setup link expired or not yours", (
                     "<p>This callback does not match a setup started from this browser in "
                     "the last hour. <a href='/setup'>Start again</a>.</p>"), 400)
@@ -353,6 +460,7 @@ def setup_router(settings: BotSettings, *, env_path: Path = Path(".env")) -> API
                 "GITHUB_WEBHOOK_SECRET": app["webhook_secret"],
                 "FROGNANO_BOT_LOGIN": f"{app['slug']}[bot]"}, remove=CLEARED_KEYS)
             done["configured"] = True
+            gate.close()
         html_url = app.get("html_url") or f"{web_url}/apps/{app['slug']}"
         return _done(app["slug"], str(html_url), env_path)
 

@@ -48,6 +48,8 @@ from frognano.supervisor import (
     Supervisor,
 )
 
+SETUP_TOKEN_ENV = "FROGNANO_SETUP_TOKEN"  # from `up` to its receiver child only
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -221,10 +223,14 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
         redis_text = f"private, {redis_url}, append-only data in {state_dir / 'redis'}"
     env["FROGNANO_REDIS_URL"] = redis_url
 
+    from bot.setup_flow import app_configured, new_setup_token, setup_link
+
+    # Made here so the banner can show the link; only the receiver is given it.
+    setup_token = None if app_configured(settings) else new_setup_token()
     receiver = supervisor.add(ChildSpec(
         "receiver", "receiver",
         [sys.executable, "-m", "frognano.up_command", "--host", host, "--port", str(port)],
-        essential=True), env)
+        essential=True), {**env, SETUP_TOKEN_ENV: setup_token} if setup_token else env)
     listening = _wait_until_listening(host, port, receiver, READY_TIMEOUT_S,
                                       supervisor.stops.graceful)
     if supervisor.stops.graceful.is_set():  # Ctrl-C while starting
@@ -234,10 +240,11 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
         return EXIT_FAILED
 
     url = f"http://{_browser_host(host)}:{port}/"
+    setup_url = setup_link(settings.public_url or url, setup_token) if setup_token else url
     missing = _missing_for_workers(settings)
     if missing:
         workers_text = "not started: set " + ", ".join(missing)
-        next_step = (f"open {url} to create the GitHub App, set FROGNANO_MODEL "
+        next_step = (f"open {setup_url} to create the GitHub App, set FROGNANO_MODEL "
                      "(`frognano model pull`), then restart `frognano up`")
         output.note("workers not started: " + ", ".join(missing) + " not configured")
     else:
@@ -252,7 +259,8 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
         next_step = (f"label an issue `{settings.trigger_label}` in a repository the App "
                      "is installed on")
         if not settings.webhook_secret:
-            next_step = f"set GITHUB_WEBHOOK_SECRET (or open {url}); webhooks answer 503"
+            next_step = (f"set GITHUB_WEBHOOK_SECRET (or open {setup_url}); webhooks "
+                         "answer 503")
     output.write(_banner(url, redis_text, workers_text, state_dir, next_step))
 
     supervisor.supervise()
@@ -282,7 +290,8 @@ def _receiver_main(argv: list[str]) -> int:
     except ValidationError as exc:
         print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
         return EXIT_BAD_SETUP
-    return run_serve(settings, args.host, args.port, allow_unconfigured=True)
+    return run_serve(settings, args.host, args.port, allow_unconfigured=True,
+                     setup_token=os.environ.pop(SETUP_TOKEN_ENV, None))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from tests.fake_github import FakeGitHub
 pytest_plugins = ("tests.fake_github.fixtures",)
 
 PEM_LINE = re.compile(r"^-----BEGIN (RSA )?PRIVATE KEY-----$", re.M)
+TOKEN = "the-operators-one-time-setup-token-0123456789"
 
 
 class _NoEnqueue:
@@ -40,10 +41,11 @@ class _NoEnqueue:
 class Receiver:
     """`create_app` under uvicorn on a free port, like `frognano serve`."""
 
-    def __init__(self, settings: BotSettings, env_path: Path) -> None:
+    def __init__(self, settings: BotSettings, env_path: Path, token: str | None = TOKEN,
+                 ) -> None:
         self._redis = redis.Redis(host="127.0.0.1", port=1)  # never reached by these pages
         app = create_app(settings, enqueuer=_NoEnqueue(), redis_client=self._redis,
-                         setup_env_path=env_path)
+                         setup_env_path=env_path, setup_token=token)
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
                                                      log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
@@ -103,6 +105,13 @@ def env_path(tmp_path: Path) -> Path:
 def browser() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=15) as client:
         yield client
+
+
+def redeem(browser: httpx.Client, url: str, token: str = TOKEN) -> None:
+    """What the operator does first: open the link the receiver printed."""
+    answer = browser.get(url + "/", params={"token": token}, follow_redirects=True)
+    assert answer.status_code == 200 and "href='/setup'" in answer.text, answer.text
+    assert "token" not in str(answer.url), "the token is dropped from the address bar"
 
 
 # --- the manifest -------------------------------------------------------------------------
@@ -167,7 +176,9 @@ def test_manifest_flow_for_an_organisation_end_to_end(
         fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
     with Receiver(unconfigured(fake_github), env_path) as url:
         home = browser.get(url + "/")
-        assert home.status_code == 200 and "href='/setup'" in home.text
+        assert home.status_code == 200 and "href='/setup'" not in home.text
+        assert "?token=" in home.text  # tells a visitor where the link is, not the token
+        redeem(browser, url)
 
         setup = browser.get(url + "/setup", params={"org": "acme"})
         assert setup.status_code == 200
@@ -210,6 +221,7 @@ def test_manifest_flow_for_an_organisation_end_to_end(
 def test_user_account_flow_posts_to_settings_apps_new(
         fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
     with Receiver(unconfigured(fake_github), env_path) as url:
+        redeem(browser, url)
         action, fields = manifest_form(browser.get(url + "/setup").text)
         assert action.startswith(f"{fake_github.api_url}/settings/apps/new?state=")
         assert browser.post(action, data=fields, follow_redirects=True).status_code == 200
@@ -220,6 +232,7 @@ def test_public_url_setting_is_the_webhook_address(
         fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
     settings = unconfigured(fake_github, FROGNANO_PUBLIC_URL="https://bot.example.com")
     with Receiver(settings, env_path) as url:
+        redeem(browser, url)
         page = browser.get(url + "/setup").text
         _, fields = manifest_form(page)
         assert json.loads(fields["manifest"])["hook_attributes"]["url"] == \
@@ -231,6 +244,7 @@ def test_bad_state_is_refused_and_nothing_is_written(
         fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
     before = env_path.read_text()
     with Receiver(unconfigured(fake_github), env_path) as url:
+        redeem(browser, url)
         action, fields = manifest_form(browser.get(url + "/setup").text)
         code = fake_github.confirm_manifest(json.loads(fields["manifest"]), None).code
         callback = url + "/setup/callback"
@@ -239,7 +253,7 @@ def test_bad_state_is_refused_and_nothing_is_written(
         state = httpx.URL(action).params["state"]
         with httpx.Client() as stranger:
             assert stranger.get(callback, params={"code": code, "state": state}).status_code \
-                == 400
+                == 403
         assert browser.get(callback, params={"state": state}).status_code == 400  # no code
         # The state was used up by that last try: a replay fails as well.
         assert browser.get(callback, params={"code": code, "state": state}).status_code == 400
@@ -251,6 +265,7 @@ def test_failed_conversion_is_reported_and_setup_can_start_again(
         fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
     before = env_path.read_text()
     with Receiver(unconfigured(fake_github), env_path) as url:
+        redeem(browser, url)
         action, fields = manifest_form(browser.get(url + "/setup").text)
         fake_github.fail_next("POST", r"^/app-manifests/", 422, message="code expired")
         failed = browser.post(action, data=fields, follow_redirects=True)
@@ -266,6 +281,7 @@ def test_failed_conversion_is_reported_and_setup_can_start_again(
 def test_unknown_code_is_a_failed_conversion(
         fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
     with Receiver(unconfigured(fake_github), env_path) as url:
+        redeem(browser, url)
         action, _ = manifest_form(browser.get(url + "/setup").text)
         answer = browser.get(url + "/setup/callback",
                              params={"code": "nope", "state": httpx.URL(action).params["state"]})
@@ -274,7 +290,7 @@ def test_unknown_code_is_a_failed_conversion(
 
 def test_configured_bot_shows_status_and_refuses_setup(
         fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
-    settings = unconfigured(fake_github, GITHUB_APP_ID="7", GITHUB_WEBHOOK_SECRET="s",
+    settings = unconfigured(fake_github, GITHUB_APP_ID="7", GITHUB_WEBHOOK_SECRET="s" * 32,
                             GITHUB_PRIVATE_KEY=fake_github.private_key_pem)
     before = env_path.read_text()
     with Receiver(settings, env_path) as url:
@@ -287,3 +303,72 @@ def test_configured_bot_shows_status_and_refuses_setup(
                            params={"code": code, "state": "s"}).status_code == 409
     assert env_path.read_text() == before
     assert fake_github.manifest_codes[code].used is False
+
+
+# --- the setup belongs to the operator ----------------------------------------------------
+
+
+def test_a_stranger_without_the_token_cannot_claim_the_bot(
+        fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
+    """The attack: reach a fresh receiver first, make an App of one's own on GitHub and
+    send its code to the callback, so that one's own credentials land in `.env`."""
+    before = env_path.read_text()
+    with Receiver(unconfigured(fake_github), env_path) as url, httpx.Client() as stranger:
+        home = stranger.get(url + "/")
+        assert home.status_code == 200 and "href='/setup'" not in home.text
+        assert TOKEN not in home.text
+        assert stranger.get(url + "/setup").status_code == 403
+        assert stranger.get(url + "/setup", params={"org": "evil"}).status_code == 403
+        for guess in ("", "x", TOKEN[:-1], TOKEN + "x", TOKEN.upper(), "é" * 40):
+            assert stranger.get(url + "/", params={"token": guess}).status_code in (200, 403)
+            assert stranger.get(url + "/setup", params={"token": guess}).status_code == 403
+        # The stranger's own App, made on GitHub from the receiver's manifest: its code is
+        # valid, but the callback does not take it from a browser that holds no token.
+        code = fake_github.confirm_manifest(app_manifest(url), None).code
+        for state in ("", "forged"):
+            answer = stranger.get(url + "/setup/callback",
+                                  params={"code": code, "state": state})
+            assert answer.status_code == 403, answer.text
+        # A forged cookie does not pass for the admitted browser either.
+        stranger.cookies.set("frognano_setup", "forged", domain="127.0.0.1")
+        assert stranger.get(url + "/setup").status_code == 403
+        assert env_path.read_text() == before
+        assert not any(r.path.startswith("/app-manifests") for r in fake_github.requests)
+
+        # The operator, with the printed token, still can.
+        redeem(browser, url)
+        action, fields = manifest_form(browser.get(url + "/setup").text)
+        assert browser.post(action, data=fields, follow_redirects=True).status_code == 200
+    assert dotenv_values(env_path)["GITHUB_APP_ID"] == str(fake_github.app_id)
+    assert fake_github.manifest_codes[code].used is False  # the stranger's never converted
+
+
+def test_the_token_works_once_and_dies_with_the_setup(
+        fake_github: FakeGitHub, env_path: Path, browser: httpx.Client) -> None:
+    with Receiver(unconfigured(fake_github), env_path) as url:
+        redeem(browser, url)
+        with httpx.Client() as stranger:  # someone who saw the link: it is spent
+            assert stranger.get(url + "/", params={"token": TOKEN}).status_code == 403
+            assert stranger.get(url + "/setup", params={"token": TOKEN}).status_code == 403
+        # The operator's browser goes on without the token in the address bar.
+        setup = browser.get(url + "/setup", params={"org": "acme", "token": TOKEN},
+                            follow_redirects=True)
+        assert setup.status_code == 200 and str(setup.url).endswith("/setup?org=acme")
+        action, fields = manifest_form(setup.text)
+        assert browser.post(action, data=fields, follow_redirects=True).status_code == 200
+        # Done: neither the token nor the admitted browser opens the flow again.
+        with httpx.Client() as late:
+            assert late.get(url + "/setup", params={"token": TOKEN}).status_code == 409
+        assert browser.get(url + "/setup").status_code == 409
+
+
+def test_without_a_given_token_one_is_made_and_logged(
+        fake_github: FakeGitHub, env_path: Path, browser: httpx.Client,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="frognano.bot.setup")
+    with Receiver(unconfigured(fake_github), env_path, token=None) as url:
+        links = [m for r in caplog.records for m in re.findall(r"\?token=(\S+)", r.getMessage())]
+        assert len(links) == 1 and len(links[0]) >= 32
+        assert browser.get(url + "/setup").status_code == 403
+        redeem(browser, url, links[0])
+        assert browser.get(url + "/setup").status_code == 200

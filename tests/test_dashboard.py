@@ -98,7 +98,7 @@ def store(tmp_path: Path) -> Iterator[RunStore]:
 
 
 def make_app(store: RunStore, redis_server: RedisServer, tmp_path: Path, **auth: str) -> Any:
-    settings = BotSettings(GITHUB_WEBHOOK_SECRET="s", FROGNANO_REDIS_URL=redis_server.url,
+    settings = BotSettings(GITHUB_WEBHOOK_SECRET="s" * 32, FROGNANO_REDIS_URL=redis_server.url,
                            **auth)
     return create_app(settings, enqueuer=_NoEnqueue(), redis_client=redis_server.client(),
                       run_store=store, setup_env_path=tmp_path / ".env")

@@ -6,6 +6,7 @@ Queued messages are read back from the Redis list kombu keeps per queue.
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import logging
@@ -45,13 +46,20 @@ if TYPE_CHECKING:  # imported as a plugin below, so it must not be imported befo
 
 pytest_plugins = ["tests.redis_server"]
 
-SECRET = "webhook-secret"
+SECRET = "webhook-secret-of-at-least-32-characters"
 QUEUE = "frognano-control"  # settings.queue "frognano" + CONTROL_QUEUE_SUFFIX
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def settings(secret: str | None = SECRET) -> BotSettings:
     return BotSettings(_env_file=None, GITHUB_WEBHOOK_SECRET=secret, FROGNANO_QUEUE="frognano")
+
+
+def labeled_at(updated_at: str) -> dict[str, Any]:
+    """A label event of its own: real events differ at least in the issue's `updated_at`."""
+    payload = labeled()
+    payload["issue"] = {**payload["issue"], "updated_at": updated_at}
+    return payload
 
 
 def queued(server: RedisServer) -> list[tuple[str, dict[str, Any]]]:
@@ -210,6 +218,66 @@ def test_redelivery_enqueues_once(client: TestClient, redis_server: RedisServer)
     assert len(queued(redis_server)) == 1
 
 
+def test_captured_delivery_replayed_under_a_new_id_queues_nothing(
+        client: TestClient, redis_server: RedisServer) -> None:
+    """The attack: keep one signed delivery (body and signature) and send it again with
+    fresh X-GitHub-Delivery ids, even days later, to start the bot again and again."""
+    body = json.dumps(labeled()).encode()
+    assert deliver(client, "issues", None, body=body, delivery_id="d-orig").status_code == 202
+    for n in range(3):
+        replay = deliver(client, "issues", None, body=body, delivery_id=f"d-replay-{n}")
+        assert replay.status_code == 200, replay.text
+        assert replay.json() == {"duplicate": True, "replayed": True,
+                                 "task_id": "delivery-d-orig"}
+    assert [kwargs["delivery_id"] for _, kwargs in queued(redis_server)] == ["d-orig"]
+    with redis_server.client() as raw:
+        digest = hashlib.sha256(body).hexdigest()
+        assert raw.get(f"frognano:body:{digest}") == b"d-orig"
+        assert DONE_TTL_S - 60 < raw.ttl(f"frognano:body:{digest}") <= DONE_TTL_S
+    # GitHub's own redelivery keeps the id: a duplicate, as before. A new event is queued.
+    assert deliver(client, "issues", None, body=body, delivery_id="d-orig").json() == {
+        "duplicate": True, "task_id": "delivery-d-orig"}
+    assert deliver(client, "issues", labeled_at("2024-05-01T10:00:01Z")).status_code == 202
+    assert len(queued(redis_server)) == 2
+    metrics = client.get("/metrics").text
+    assert 'frognano_webhook_deliveries_total{event="issues",outcome="replayed"} 3.0' in metrics
+
+
+def test_replay_while_the_broker_is_down_leaves_the_redelivery_to_github(
+        redis_server: RedisServer, redis_factory: Callable[[], RedisServer]) -> None:
+    broker = redis_factory()
+    broker_enqueuer = CeleryEnqueuer(broker.url, QUEUE)
+    ledger_client = redis_client_for(redis_server.url)
+    body = json.dumps(labeled()).encode()
+    try:
+        with TestClient(create_app(settings(), enqueuer=broker_enqueuer,
+                                   redis_client=ledger_client)) as client:
+            broker.stop()
+            assert deliver(client, "issues", None, body=body,
+                           delivery_id="d-first").status_code == 503
+            broker.start()
+            replay = deliver(client, "issues", None, body=body, delivery_id="d-copy")
+            assert replay.status_code == 200 and replay.json()["replayed"] is True
+            assert deliver(client, "issues", None, body=body,
+                           delivery_id="d-first").status_code == 202  # GitHub's redelivery
+        assert [kwargs["delivery_id"] for _, kwargs in queued(broker)] == ["d-first"]
+    finally:
+        broker_enqueuer.close()
+        ledger_client.close()
+
+
+def test_a_weak_webhook_secret_is_refused_at_start(redis_server: RedisServer,
+                                                   enqueuer: CeleryEnqueuer) -> None:
+    for weak, why in (("short-secret", "only 12 characters"), (" " * 40, "blank"),
+                      ("\t\n" * 20, "blank")):
+        with pytest.raises(ValueError, match=why) as refused:
+            create_app(settings(secret=weak), enqueuer=enqueuer,
+                       redis_client=redis_client_for(redis_server.url))
+        assert "openssl rand -hex 32" in str(refused.value)
+    create_app(settings(secret="x" * 32), enqueuer=enqueuer,
+               redis_client=redis_client_for(redis_server.url))
+
+
 class SlowEnqueuer:
     """The real Celery enqueuer, slowed down so concurrent copies surely overlap."""
 
@@ -245,7 +313,8 @@ def test_concurrent_redeliveries_enqueue_once(redis_server: RedisServer,
 
 def test_redis_down_is_503_then_redelivery_enqueues_once(
         client: TestClient, redis_server: RedisServer) -> None:
-    assert deliver(client, "issues", labeled(), delivery_id="d-before").status_code == 202
+    assert deliver(client, "issues", labeled_at("2024-05-01T10:00:00Z"),
+                   delivery_id="d-before").status_code == 202
     redis_server.stop()
     started = time.monotonic()
     response = deliver(client, "issues", labeled(), delivery_id="d-outage")
@@ -402,6 +471,21 @@ def test_serve_runs_the_receiver_under_uvicorn(redis_server: RedisServer) -> Non
     logged = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert any(entry.get("delivery_id") == "d-real" and entry.get("outcome") == "queued"
                for entry in logged)
+    # No App id yet: setup is open, to the holder of the link in the log only.
+    assert any(f"http://127.0.0.1:{port}/?token=" in str(entry.get("message"))
+               for entry in logged), stderr
+
+
+@pytest.mark.parametrize("weak", ["short", " " * 40])
+def test_serve_refuses_a_short_or_blank_secret(weak: str) -> None:
+    script = ("import sys; from bot.settings import BotSettings; "
+              "from frognano.serve_command import run_serve; "
+              "sys.exit(run_serve(BotSettings(_env_file=None), '127.0.0.1', 1))")
+    env = {**os.environ, "GITHUB_WEBHOOK_SECRET": weak}
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert "GITHUB_WEBHOOK_SECRET is" in result.stderr and "at least 32" in result.stderr
 
 
 def test_serve_refuses_to_start_without_a_secret() -> None:

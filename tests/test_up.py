@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(not Path(REDIS_BINARY).exists(),
                                 reason="redis-server is not installed")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SECRET = "up-webhook-secret"
+SECRET = "up-webhook-secret-of-at-least-32-characters"
 OWNER, REPO, MAINTAINER = "octo", "calc", "maintainer"
 SCRIPT = [
     think_and_call("add uses minus.", "Edit", file_path="calc.py",

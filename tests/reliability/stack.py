@@ -31,7 +31,7 @@ from tests.fake_github.server import FakeGitHub
 from tests.redis_server import RedisServer, start_redis
 from workers.models.scripted import final_answer, think_and_call
 
-SECRET = "webhook-secret"
+SECRET = "webhook-secret-of-at-least-32-characters"
 OWNER = "octo"
 MAINTAINER, READER = "maintainer", "drive-by"
 CALC_ISSUE = ("add() subtracts", "`add(2, 3)` returns -1.")
@@ -105,8 +105,10 @@ class Stack:
 
     def label_payload(self, repo: str, number: int, actor: str = MAINTAINER
                       ) -> dict[str, Any]:
+        # Each event its own body, as on GitHub: the receiver drops a repeated signed body.
         return {"action": "labeled", "label": {"name": "frognano"},
-                "issue": issue_json(number), "repository": repo_json(repo),
+                "issue": {**issue_json(number), "updated_at": str(time.time_ns())},
+                "repository": repo_json(repo),
                 "sender": user_json(actor), "installation": {"id": self.fake.installation_id}}
 
     def label(self, repo: str, number: int, actor: str = MAINTAINER, **kw: Any) -> Any:

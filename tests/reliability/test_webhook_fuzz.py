@@ -27,7 +27,7 @@ from tests.reliability.conftest import Recorder
 
 pytestmark = pytest.mark.reliability
 
-SECRET = "fuzz-secret"
+SECRET = "fuzz-secret-of-at-least-32-characters"
 QUEUE = "frognano"
 BOT = "frognano[bot]"
 EXAMPLES = 700
