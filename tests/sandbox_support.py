@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +10,8 @@ from pathlib import Path
 
 from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.base import Sandbox
+from tests.conftest import make_repo
+from workers.hostgit import HostRepo
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 BACKENDS = ["unsafe-local", "bubblewrap"] if HAVE_BWRAP else ["unsafe-local"]
@@ -28,14 +29,23 @@ def reachable_dir() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def make_host_repo(root: Path, files: dict[str, str] | None = None,
+                   template: str | None = None) -> HostRepo:
+    """A run as the worker prepares it: the host's own git dir `root/git` and the
+    workspace `root/ws` (with the sandbox's own `.git`), from a source repository."""
+    source = make_repo(root / "src", files if files or template else {"README.md": "hello\n"},
+                       template=template)
+    return HostRepo.create(source, "main", root / "git", root / "ws")
+
+
 def make_git_workspace(root: Path) -> Path:
-    workspace = root / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("hello\n")
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"]):
-        subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@e", *args],
-                       cwd=workspace, check=True, capture_output=True)
-    return workspace
+    return make_host_repo(root).work_tree
+
+
+def host_repo(sandbox: Sandbox) -> HostRepo:
+    """The host repository of a sandbox whose workspace came from `make_host_repo`."""
+    workspace: Path = sandbox.config.workspace  # type: ignore[attr-defined]
+    return HostRepo.open(workspace.parent / "git", workspace)
 
 
 @contextmanager

@@ -12,7 +12,6 @@ from workers.local_solve import (
     bring_back,
     check_repository,
     clone_workspace,
-    commit_on_branch,
     slugify,
     unique_branch,
 )
@@ -43,18 +42,22 @@ def test_subdirectory_resolves_to_top_level(tmp_path: Path) -> None:
 def test_workspace_round_trip_leaves_the_users_branch_alone(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     head = git(repo, "rev-parse", "HEAD").strip()
-    workspace = tmp_path / "ws"
-    assert clone_workspace(repo, workspace) == head
+    host = clone_workspace(repo, tmp_path / "run")
+    workspace = host.work_tree
+    assert host.base == head and workspace == tmp_path / "run" / "workspace"
     exclude = (workspace / ".git" / "info" / "exclude").read_text()
     assert "__pycache__/" in exclude and "node_modules/" in exclude
+    assert git(workspace, "status", "--porcelain") == "", "the model's .git sees a clean tree"
 
     (workspace / "a.py").write_text("x = 2\n")
     (workspace / "__pycache__").mkdir()
     (workspace / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
     branch = unique_branch(repo, slugify("Fix: x should be 2!"))
     assert branch == "frognano/fix-x-should-be-2"
-    commit = commit_on_branch(workspace, branch, "Fix x")
-    bring_back(repo, workspace, branch)
+    snapshot = host.snapshot()
+    assert snapshot.paths == ["a.py"], "caches must never reach the commit"
+    commit = host.commit(snapshot.tree, branch, "Fix x")
+    bring_back(repo, host, branch)
 
     assert git(repo, "rev-parse", branch).strip() == commit
     assert git(repo, "rev-parse", "HEAD").strip() == head

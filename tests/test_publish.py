@@ -13,17 +13,20 @@ from bot.messages import (
     status_running,
 )
 from tests.conftest import make_repo
-from workers.publish import changed_paths, forbidden_paths
+from workers.hostgit import HostRepo
+from workers.publish import forbidden_paths
 
 
 def test_changed_paths_cover_edits_additions_deletions_and_renames(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "r", {"a.py": "a\n", "b.py": "b\n", "old/name.py": "x\n"})
+    source = make_repo(tmp_path / "r", {"a.py": "a\n", "b.py": "b\n", "old/name.py": "x\n"})
+    host = HostRepo.create(source, "main", tmp_path / "run" / "git", tmp_path / "run" / "ws")
+    repo = host.work_tree
     (repo / "a.py").write_text("changed\n")
     (repo / "b.py").unlink()
     (repo / "new").mkdir()
     (repo / "old" / "name.py").rename(repo / "new" / "name.py")
     (repo / "c.py").write_text("c\n")
-    assert changed_paths(repo) == ["a.py", "b.py", "c.py", "new/name.py", "old/name.py"]
+    assert host.snapshot().paths == ["a.py", "b.py", "c.py", "new/name.py", "old/name.py"]
 
 
 def test_workflows_and_protected_paths_are_never_pushed() -> None:

@@ -15,6 +15,7 @@ import pytest
 from sandbox import SandboxConfig, SandboxLimits, SandboxUnavailable, open_sandbox
 from tests.sandbox_support import (
     HAVE_BWRAP,
+    host_repo,
     reachable_dir,
     running_sandbox,
     wait_gone,
@@ -199,8 +200,10 @@ def test_runner_killed_from_inside_is_restarted(sb) -> None:
 def test_diff_is_computed_on_the_host(sb) -> None:
     assert sb.run_tool("Write", {"file_path": "diffme.txt", "content": "new\n"}).startswith(
         "Wrote diffme.txt")
-    patch = sb.diff()
+    sb.stop()
+    patch = host_repo(sb).snapshot().diff
     assert "diff --git a/diffme.txt b/diffme.txt" in patch and "+new" in patch
+    assert bash(sb, "echo back").endswith("back\n\nSTDERR:\n"), "stop() then a fresh runner"
 
 
 def test_missing_bwrap_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

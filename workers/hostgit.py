@@ -237,6 +237,13 @@ class HostRepo:
 
     # -- creation ---------------------------------------------------------------------
     @classmethod
+    def open(cls, git_dir: Path, work_tree: Path, *,
+             max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES) -> HostRepo:
+        """A run's host directory made earlier by `create` (its HEAD is the base)."""
+        base = run_git("rev-parse", "--verify", "HEAD^{commit}", git_dir=git_dir).decode()
+        return cls(git_dir, work_tree, base.strip(), max_diff_bytes=max_diff_bytes)
+
+    @classmethod
     def create(cls, source: Path, branch: str | None, git_dir: Path, work_tree: Path, *,
                max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES) -> HostRepo:
         """Clone `source` (a bare mirror or the user's repository) into `git_dir`, check

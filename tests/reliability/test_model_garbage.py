@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, running_sandbox
+from tests.sandbox_support import HAVE_BWRAP, host_repo, running_sandbox
 from workers.agent.harness import SolveLimits, solve
 from workers.agent.transcript import Transcript
 from workers.models.scripted import ScriptedModel, think_and_call
@@ -56,7 +56,7 @@ def test_model_garbage_ends_with_a_named_reason(kind: str, tmp_path: Path,
     started = time.monotonic()
     with running_sandbox("bubblewrap") as sandbox, Transcript(path) as transcript:
         result = solve(ScriptedModel([GARBAGE[kind]] * 3), sandbox, "Fix it.",
-                       "test -f FIXED", transcript,
+                       "test -f FIXED", transcript, repo=host_repo(sandbox),
                        limits=SolveLimits(max_steps=3, max_attempts=1, max_seconds=60))
         pwned = (sandbox.config.workspace / "PWNED").exists()  # type: ignore[attr-defined]
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

@@ -16,7 +16,7 @@ import pytest
 from sandbox import SandboxLimits
 from sandbox.base import Sandbox, SandboxError
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, host_pids_with, running_sandbox
+from tests.sandbox_support import HAVE_BWRAP, host_pids_with, host_repo, running_sandbox
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -150,7 +150,8 @@ def test_symlinks_to_host_paths(sandbox: Sandbox, scorecard: Recorder, tmp_path:
                               f"echo pwned > planted; cat planted")
     written = sandbox.run_tool("Write", {"file_path": "planted", "content": "pwned"})
     read = sandbox.run_tool("Read", {"file_path": "shadow"})
-    diff = sandbox.diff()
+    sandbox.stop()
+    diff = host_repo(sandbox).snapshot().diff
     shadow = Path("/etc/shadow").read_text() if Path("/etc/shadow").exists() else ""
     root_line = next((line for line in shadow.splitlines() if line.startswith("root:")), "")
     leaked = bool(root_line) and (root_line in output or root_line in read
