@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 
@@ -44,13 +45,21 @@ class Progress:
                 self.tokens_per_second = usage.completion_tokens / seconds
         elif kind == "tool":
             self.phase, self.tool = "tool", data["name"]
-            self.console.print(f"[dim]step {data['step']:>3}[/dim] {data['name']} "
-                               f"{_brief(data['arguments'])}", highlight=False)
+            # Tool names and arguments are the model's data: escaped, never markup.
+            self.console.print(f"[dim]step {data['step']:>3}[/dim] "
+                               f"{escape(str(data['name']))} "
+                               f"{escape(_brief(data['arguments']))}", highlight=False)
         elif kind == "tests":
             self.phase = f"tests ({data['phase']})"
         elif kind == "tests_done":
-            self.console.print(f"[bold]tests {data['phase']}:[/bold] "
-                               f"{data['verdict'].summary()}", highlight=False)
+            judgement = data.get("judgement")
+            verdict = ""
+            if judgement is not None:
+                verdict = "; accepted" if judgement.accepted else \
+                    "; refused: " + "; ".join(judgement.reasons[:3])
+            self.console.print(f"[bold]tests {escape(data['phase'])}:[/bold] "
+                               f"{escape(data['verdict'].summary() + verdict)}",
+                               highlight=False)
         elif kind == "setup":
             self.phase = "setup"
         self.live.update(self._render())

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
 from frognano.models import ModelSpecError, build_model
@@ -17,6 +19,7 @@ from frognano.progress import Progress
 from sandbox import open_sandbox
 from sandbox.base import SandboxConfig, SandboxError, SandboxUnavailable
 from workers.agent.harness import SolveLimits, SolveResult, solve
+from workers.agent.python_setup import infer_python_setup
 from workers.agent.repo_tests import detect_test_command
 from workers.agent.transcript import Transcript
 from workers.hostgit import GitError
@@ -34,6 +37,11 @@ from workers.run_recording import RunRecorder
 from workers.run_store import RunStoreUnavailable, default_database_url, open_run_store
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# Without the model's tokenizer (a server, a script), an issue is taken to be one token
+# per this many characters, about what BPE tokenizers give for English and code.
+CHARS_PER_TOKEN = 4
+# The system prompt, the tool schemas and the task's own sentences, in tokens.
+PROMPT_OVERHEAD_TOKENS = 1500
 
 
 class BadInput(Exception):
@@ -63,8 +71,12 @@ class SolveOptions:
 
 def run_solve(opts: SolveOptions, console: Console) -> int:
     slug = slugify(opts.issue)
+    if not console.is_terminal:  # piped: never wrap a path or a test id at 80 columns
+        console.soft_wrap = True
+    # Time, pid and a random part: two runs in the same second never share a file.
     transcript_path = opts.transcript or (
-        opts.state_dir / "transcripts" / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}.jsonl")
+        opts.state_dir / "transcripts"
+        / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{secrets.token_hex(3)}-{slug}.jsonl")
     recorder = _start_recorder(opts, slug, transcript_path)
     exit_code = EXIT_BAD_INPUT
     try:
@@ -100,15 +112,15 @@ def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path:
                 SandboxUnavailable) as exc:
             transcript.write("result", exit_reason="bad_input", tests_passed=False,
                              error=str(exc))
-            console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
             return EXIT_BAD_INPUT
         except (SandboxError, GitError) as exc:
             transcript.write("result", exit_reason="infrastructure_error", tests_passed=False,
                              error=str(exc))
-            console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+            console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
             return EXIT_TESTS_FAILED
         finally:
-            console.print(f"transcript: {transcript_path}", highlight=False)
+            console.print(f"transcript: {escape(str(transcript_path))}", highlight=False)
             if not opts.keep_workspace:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -117,9 +129,11 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
            console: Console) -> int:
     if not opts.issue.strip():
         raise BadInput("the issue text is empty")
+    _check_numbers(opts)
     repo = check_repository(opts.path.resolve())
     model = build_model(opts.model, Sampling(seed=opts.seed),
                         LlamaSettings(n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers))
+    _check_issue_size(opts.issue, model, opts.n_ctx)
     workspace, private = run_dir / "workspace", run_dir / "private"
     opts.work_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
     private.mkdir(parents=True)
@@ -128,7 +142,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
     config_file = workspace / CONFIG_PATH
     config = parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
                                if config_file.is_file() else None)
-    test_command = opts.test_cmd or config.test
+    test_command = opts.test_cmd if opts.test_cmd is not None else config.test
     if not test_command:
         detected = detect_test_command(workspace)
         if detected is None:
@@ -141,24 +155,35 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
         max_attempts=opts.max_attempts or config.max_attempts,
         max_seconds=60 * (opts.timeout_minutes or config.timeout_minutes),
         test_timeout=60 * config.test_timeout_minutes,
+        max_context_tokens=opts.n_ctx,
     )
-    console.print(f"repository {repo} at {base_commit[:12]}; tests: `{test_command}`; "
-                  f"model {model.name}; sandbox {opts.sandbox}", highlight=False)
+    setup_command, setup_note = config.setup, ""
+    if not setup_command:
+        inferred = infer_python_setup(workspace)
+        if inferred is not None:
+            setup_command, setup_note = inferred.command, inferred.note
+    console.print(escape(f"repository {repo} at {base_commit[:12]}; tests: `{test_command}`; "
+                         f"model {model.name}; sandbox {opts.sandbox}"), highlight=False)
+    if setup_note:
+        console.print(escape(f"setup {setup_note}: `{setup_command}`"), highlight=False)
     sandbox_config = SandboxConfig(workspace=workspace, private_dir=private)
     with open_sandbox(opts.sandbox, sandbox_config) as sandbox, Progress(console) as progress:
         result = solve(model, sandbox, opts.issue, test_command, transcript, repo=host,
-                       limits=limits, setup_command=config.setup, on_event=progress.event)
+                       limits=limits, setup_command=setup_command, setup_note=setup_note,
+                       on_event=progress.event)
     _report(result, console)
+    if result.exit_reason == "baseline_unusable":
+        return EXIT_BAD_INPUT
     snapshot = result.snapshot
     if not result.tests_passed:
         return EXIT_TESTS_FAILED
     if snapshot is None:
         return EXIT_TESTS_FAILED  # _report printed why the change could not be read
     for path in snapshot.dropped:
-        console.print(f"[bold yellow]warning:[/bold yellow] left out `{path}`: a nested git "
-                      "repository is never committed", highlight=False)
+        console.print(f"[bold yellow]warning:[/bold yellow] left out `{escape(path)}`: a "
+                      "nested git repository is never committed", highlight=False)
     if snapshot.refusal:
-        console.print(f"[bold red]not committed:[/bold red] {snapshot.refusal}",
+        console.print(f"[bold red]not committed:[/bold red] {escape(snapshot.refusal)}",
                       highlight=False)
         return EXIT_TESTS_FAILED
     if not snapshot.paths:
@@ -169,25 +194,60 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
     commit = host.commit(snapshot.tree, branch, f"{first_line}\n\nMade by frognano solve; "
                          f"the harness ran `{test_command}` and it passed.")
     bring_back(repo, host, branch)
-    console.print(f"[bold green]committed[/bold green] {commit[:12]} on branch {branch} "
-                  "(your current branch is untouched)", highlight=False)
+    console.print(f"[bold green]committed[/bold green] {commit[:12]} on branch "
+                  f"{escape(branch)} (your current branch is untouched)", highlight=False)
     return EXIT_OK
 
 
+def _check_numbers(opts: SolveOptions) -> None:
+    """Values argparse accepts but no run can use."""
+    if opts.test_cmd is not None and not opts.test_cmd.strip():
+        raise BadInput("--test-cmd is empty: give the command that runs the tests, or leave "
+                       "the option out to use `test:` in .github/frognano.yml or autodetection")
+    if opts.n_ctx <= 0:
+        raise BadInput(f"--n-ctx must be a positive number of tokens, not {opts.n_ctx}")
+
+
+def _check_issue_size(issue: str, model: object, context: int) -> None:
+    """Refuse an issue the context cannot hold, before setup and baseline spend time."""
+    tokenize = getattr(model, "tokenize", None)
+    try:
+        tokens = len(tokenize(issue)) if callable(tokenize) else None
+    except Exception:  # a tokenizer failure only means: estimate
+        tokens = None
+    how = "" if tokens is not None else "about "
+    tokens = tokens if tokens is not None else len(issue) // CHARS_PER_TOKEN
+    if tokens + PROMPT_OVERHEAD_TOKENS > context:
+        raise BadInput(f"the issue is {how}{tokens} tokens ({len(issue)} characters): with "
+                       f"the prompt it does not fit the model's context of {context} tokens; "
+                       "shorten it or raise --n-ctx")
+
+
 def _report(result: SolveResult, console: Console) -> None:
+    """Everything here is data (paths, test ids, output): escaped, never read as markup."""
     style = "green" if result.tests_passed else "red"
-    console.print(f"[bold {style}]{result.exit_reason}[/bold {style}] after "
+    console.print(f"[bold {style}]{escape(result.exit_reason)}[/bold {style}] after "
                   f"{result.steps} steps, {result.attempts} attempt(s), "
                   f"{result.seconds:.1f}s, {result.usage.completion_tokens} tokens generated",
                   highlight=False)
     if result.baseline:
-        console.print(f"tests before: {result.baseline.summary()}", highlight=False)
+        console.print(f"tests before: {escape(result.baseline.summary())}", highlight=False)
     if result.final:
-        console.print(f"tests after:  {result.final.summary()}", highlight=False)
+        console.print(f"tests after:  {escape(result.final.summary())} (the repository's "
+                      "own tests)", highlight=False)
     for change in result.changes:
-        console.print(f"  {change.test}: {change.before or 'absent'} → {change.after or 'absent'}",
-                      highlight=False)
+        console.print(escape(f"  {change.test}: {change.before or 'absent'} → "
+                             f"{change.after or 'absent'}"), highlight=False)
+    verdict = result.verdict
+    if verdict is not None:
+        state = "[bold green]accepted[/bold green]" if verdict.accepted \
+            else "[bold red]refused[/bold red]"
+        console.print(f"verdict: {state} ({escape(verdict.mode)}); "
+                      f"{escape(verdict.new_tests_summary())}", highlight=False)
+        for note in verdict.notes:
+            console.print(f"  note: {escape(note)}", highlight=False)
     for reason in result.suspicious:
-        console.print(f"[bold yellow]warning:[/bold yellow] {reason}", highlight=False)
+        label = "refused" if verdict is not None and reason in verdict.reasons else "warning"
+        console.print(f"[bold yellow]{label}:[/bold yellow] {escape(reason)}", highlight=False)
     if result.error:
-        console.print(f"[red]{result.error}[/red]", highlight=False)
+        console.print(f"[red]{escape(result.error)}[/red]", highlight=False)

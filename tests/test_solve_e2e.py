@@ -78,6 +78,7 @@ def test_solve_fixes_the_bug_and_commits_on_a_new_branch(calc_repo: Path, tmp_pa
     assert all(t["usage"]["completion_tokens"] > 0 for t in turns)
     result = records[-1]
     assert result["exit_reason"] == "tests_passed" and result["tests_passed"] is True
+    assert result["verdict"]["accepted"] is True and result["verdict"]["mode"] == "per-test"
     assert result["changes"] == [{"test": "tests/test_calc.py::test_add",
                                   "before": "failed", "after": "passed"}]
     assert "-    return a - b\n+    return a + b" in result["diff"]
@@ -99,9 +100,30 @@ def test_solve_that_never_passes_ends_with_a_reason_and_no_commit(calc_repo: Pat
     records = read_transcript(transcript)
     feedback = [r for r in records if r["kind"] == "feedback"]
     assert len(feedback) == 1
-    assert "failed with exit code 1" in feedback[0]["content"]
+    assert "- test still fails: tests/test_calc.py::test_add" in feedback[0]["content"]
     assert "assert 6 == 5" in feedback[0]["content"], "the failing output reaches the model"
     result = records[-1]
     assert result["exit_reason"] == "max_attempts" and result["tests_passed"] is False
     assert result["final"]["tests"]["tests/test_calc.py::test_add"] == "failed"
     assert result["totals"]["attempts"] == 2
+
+
+def test_markup_like_paths_and_test_ids_are_printed_as_data(tmp_path: Path) -> None:
+    """`[/x]` in a repository path and `[/tmp]` in a test id used to crash the report
+    (MarkupError), the second after the tests had passed; piped, nothing wraps."""
+    from tests.conftest import make_repo
+
+    repo = make_repo(tmp_path / "src" / "a[/x]b", template="calc_repo")
+    (repo / "tests" / "test_abs.py").write_text(
+        "import pytest\nimport calc\n\n@pytest.mark.parametrize('p', ['/tmp'])\n"
+        "def test_abs(p):\n    assert calc.add(len(p), 1) == 5\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "abs")
+    code, output, _ = solve(repo, FIXING_SCRIPT, tmp_path)
+    assert code == 0, output
+    assert "MarkupError" not in output
+    assert "a[/x]b" in output
+    assert "tests/test_abs.py::test_abs[/tmp]: failed → passed" in output
+    assert "committed" in output
+    transcript_line = next(line for line in output.splitlines() if line.startswith("transcript:"))
+    assert transcript_line.endswith(".jsonl"), "the transcript path is one unbroken line"
