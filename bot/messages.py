@@ -1,14 +1,32 @@
 """Every text the bot writes on GitHub: status comments, PR bodies, failure and refusal notes.
 
 Pure functions of plain data, so they are tested without a network. The status
-comment carries a hidden marker so it is found and edited in place.
+comment carries a hidden marker so it is found and edited in place. Text the bot does
+not control (the model's answer, test output and names, paths) goes through
+bot/markdown.py, so it cannot mention, link or embed anything under the App's name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.markdown import (
+    code_span,
+    escape_text,
+    fence,
+    neutralize_mentions,
+    quote_untrusted,
+)
+
 STATUS_MARKER = "<!-- frognano:status -->"
+CI_WARNING = (
+    "> [!CAUTION]\n"
+    "> **CI and secrets:** this branch holds model-written code, steered by an issue anyone "
+    "can write. Whatever CI runs of it (tests, `conftest.py`, `Makefile`, `setup.py`, local "
+    "actions) runs with this repository's secrets. Unless `.github/frognano.yml` says "
+    "`ci: run`, the commit carries `[skip ci]`, so `push` and `pull_request` workflows have "
+    "not run it: read the whole change before you push to this branch or run its "
+    "workflows, and take `[skip ci]` out of the merge commit's message.")
 NEEDS_REVIEW_LABEL = "needs-human-review"
 OUTPUT_TAIL_CHARS = 3000
 
@@ -30,7 +48,9 @@ def status_done(pr_url: str, attempt: int) -> str:
 
 
 def status_failed(summary: str, attempt: int) -> str:
-    return f"{STATUS_MARKER}\n🐸 **FrogNano** could not finish (attempt {attempt}): {summary}"
+    # Summaries carry exception and GitHub error text: no mention may come through.
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** could not finish (attempt {attempt}): "
+            f"{neutralize_mentions(summary)}")
 
 
 def status_superseded(attempt: int) -> str:
@@ -50,9 +70,7 @@ def invalid_config(error: str) -> str:
 
 
 def _fence(text: str) -> str:
-    tail = text[-OUTPUT_TAIL_CHARS:]
-    fence = "````" if "```" in tail else "```"
-    return f"{fence}\n{tail.rstrip()}\n{fence}"
+    return fence(text[-OUTPUT_TAIL_CHARS:])
 
 
 @dataclass
@@ -80,10 +98,11 @@ class RunReport:
 def pr_body(report: RunReport) -> str:
     transcript = (f"[transcript]({report.transcript_url})" if report.transcript_url
                   else "transcript kept on the worker")
-    changes = "\n".join(f"- `{c}`" for c in report.changed_tests) or "- (none reported)"
-    warnings = "\n".join(f"- ⚠️ {w}" for w in report.warnings)
+    changes = "\n".join(f"- {code_span(c)}" for c in report.changed_tests) \
+        or "- (none reported)"
+    warnings = "\n".join(f"- ⚠️ {escape_text(w)}" for w in report.warnings)
     coverage = ("The change edits or adds tests: " + ", ".join(
-        f"`{p}`" for p in report.test_files_changed) if report.test_files_changed
+        code_span(p) for p in report.test_files_changed) if report.test_files_changed
                 else "⚠️ The change adds or edits no test: check that the fix is covered.")
     return "\n".join([
         f"Fixes #{report.issue_number}",
@@ -91,11 +110,15 @@ def pr_body(report: RunReport) -> str:
         "> [!WARNING]",
         "> Written by FrogNano, a small local model. **Needs human review** before merging.",
         "",
+        CI_WARNING,
+        "",
         "## Summary",
-        report.summary.strip() or "(the model gave no summary)",
+        "The model's own words, shown as plain text:",
+        "",
+        quote_untrusted(report.summary or "(the model gave no summary)"),
         "",
         "## Tests",
-        f"Command: `{report.test_command}`",
+        f"Command: {code_span(report.test_command)}",
         f"- before: {report.baseline_summary}",
         f"- after: {report.final_summary}",
         "",
@@ -120,7 +143,7 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
     lines = [
         f"🐸 **FrogNano** did not open a pull request: `{report.exit_reason}`.",
         "",
-        f"Tests (`{report.test_command}`): before {report.baseline_summary}; "
+        f"Tests ({code_span(report.test_command)}): before {report.baseline_summary}; "
         f"after {report.final_summary}.",
     ]
     if report.final_output.strip():
@@ -133,6 +156,15 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
 
 
 def refused_paths(paths: list[str]) -> str:
-    listed = ", ".join(f"`{p}`" for p in paths[:10])
+    listed = ", ".join(code_span(p) for p in paths[:10])
     return ("the change touches paths the bot must never push "
-            f"(workflows or protected paths): {listed}. Nothing was pushed.")
+            f"(workflows, actions or protected paths): {listed}. Nothing was pushed.")
+
+
+def commit_message(title: str, issue_number: int, test_command: str, ci: str) -> str:
+    """The bot's commit. GitHub triggers mentions even in commit messages, so the issue
+    title is neutralised; `ci: skip` adds `[skip ci]`, which stops GitHub Actions'
+    `push` and `pull_request` workflows for this commit (see README, "CI and secrets")."""
+    skip = " [skip ci]" if ci == "skip" else ""
+    return (f"{neutralize_mentions(' '.join(title.split()))}{skip}\n\nFixes #{issue_number}. "
+            f"Made by FrogNano; `{test_command}` passed.")

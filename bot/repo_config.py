@@ -7,7 +7,7 @@ names the key and what is wrong, so it can be posted as a comment.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -34,6 +34,12 @@ class RepoConfig(BaseModel):
     test_timeout_minutes: float = Field(default=15, gt=0, le=24 * 60)
     protected_paths: tuple[str, ...] = Field(
         default=(), description="Glob patterns of paths the bot must never change.")
+    ci: Literal["skip", "run"] = Field(
+        default="skip",
+        description="skip: the bot's commit carries `[skip ci]`, so GitHub Actions' push and "
+                    "pull_request workflows do not run model-written code with the "
+                    "repository's secrets until a person pushes to the branch; run: they "
+                    "run on the bot's push like on anyone's.")
 
 
 def parse_repo_config(text: str | None) -> RepoConfig:
@@ -56,5 +62,7 @@ def parse_repo_config(text: str | None) -> RepoConfig:
         for error in exc.errors():
             where = ".".join(str(part) for part in error["loc"]) or "(top level)"
             message = "unknown setting" if error["type"] == "extra_forbidden" else error["msg"]
+            if error["type"] == "literal_error":  # YAML reads `off`, `no` as False: say so
+                message += f", not {error['input']!r}"
             problems.append(f"- `{where}`: {message}")
         raise RepoConfigError(f"{CONFIG_PATH} is invalid:\n" + "\n".join(problems)) from None

@@ -35,6 +35,9 @@ def test_workflows_and_protected_paths_are_never_pushed() -> None:
     assert forbidden_paths(paths, ()) == [".github/workflows/ci.yml"]
     assert forbidden_paths(paths, ("docs/**", "LICENSE", "vendor/")) == [
         ".github/workflows/ci.yml", "docs/a/b.md", "LICENSE", "vendor/lib.c"]
+    # A local action runs inside the repository's workflows, with their secrets.
+    assert forbidden_paths([".github/actions/setup/action.yml", ".github/actions.md"], ()) \
+        == [".github/actions/setup/action.yml"]
 
 
 def report(**overrides: object) -> RunReport:
@@ -53,7 +56,8 @@ def report(**overrides: object) -> RunReport:
 def test_pr_body_has_what_a_reviewer_needs() -> None:
     body = pr_body(report())
     assert body.startswith("Fixes #7\n")
-    for needle in ("Needs human review", "Fixed the sign in add().", "`python3 -m pytest`",
+    for needle in ("Needs human review", "> Fixed the sign in add\\(\\)\\.",
+                   "`python3 -m pytest`", "**CI and secrets:**", "`[skip ci]`",
                    "before: FAIL (exit 1; 1 failed)", "after: PASS (exit 0; 2 passed)",
                    "tests/test_calc.py::test_add: failed → passed",
                    "5 steps, 1 attempt(s), 321 tokens", "FrogNano-4B-2609-Q4_K_M.gguf",
@@ -62,7 +66,7 @@ def test_pr_body_has_what_a_reviewer_needs() -> None:
         assert needle in body, needle
     flagged = pr_body(report(warnings=["test is now skipped: t"],
                              test_files_changed=["tests/test_calc.py"]))
-    assert "⚠️ test is now skipped: t" in flagged
+    assert "⚠️ test is now skipped\\: t" in flagged
     assert "edits or adds tests: `tests/test_calc.py`" in flagged
 
 

@@ -38,3 +38,25 @@ def test_invalid_files_say_exactly_what_is_wrong(text: str, expected: str) -> No
         parse_repo_config(text)
     assert expected in str(caught.value)
     assert str(caught.value).startswith(".github/frognano.yml")
+
+
+def test_ci_defaults_to_skip_and_takes_run() -> None:
+    assert RepoConfig().ci == "skip"  # the safe default: no secrets for model code
+    assert parse_repo_config("ci: skip\n").ci == "skip"
+    assert parse_repo_config("ci: run\n").ci == "run"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ci: Skip\n", "`ci`: Input should be 'skip' or 'run', not 'Skip'"),
+        ("ci: off\n", "`ci`: Input should be 'skip' or 'run', not False"),  # YAML 1.1 bool
+        ("ci: hold\n", "`ci`: Input should be 'skip' or 'run', not 'hold'"),
+        ("ci: [run]\n", "`ci`: Input should be 'skip' or 'run', not ['run']"),
+        ("ci:\n", "`ci`: Input should be 'skip' or 'run', not None"),
+    ],
+)
+def test_bad_ci_values_name_the_choices(text: str, expected: str) -> None:
+    with pytest.raises(RepoConfigError) as caught:
+        parse_repo_config(text)
+    assert expected in str(caught.value)

@@ -16,7 +16,8 @@ from bot.messages import NEEDS_REVIEW_LABEL
 from workers.hostgit import GitError, HostRepo, Identity, Snapshot
 from workers.repo_cache import RepoCache
 
-ALWAYS_FORBIDDEN = (".github/workflows/",)
+# Workflows, and the local actions they run (`uses: ./.github/actions/x` runs with secrets).
+ALWAYS_FORBIDDEN = (".github/workflows/", ".github/actions/")
 PUSH_ATTEMPTS = 3
 PUSH_BACKOFF_SECONDS = 1.0
 

@@ -17,6 +17,7 @@ from bot.github_api import GitHubError, RepoRef
 from bot.logs import delivery_context, run_context
 from bot.messages import (
     RunReport,
+    commit_message,
     failure_comment,
     invalid_config,
     pr_body,
@@ -171,8 +172,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         github=rt.github, cache=rt.repo_cache, repo=repo, host=host, snapshot=snapshot,
         issue_number=trigger.issue_number, title=f"[FrogNano] {issue.title}",
         body=pr_body(report), base=default_branch, reviewer=trigger.actor,
-        message=f"{issue.title}\n\nFixes #{trigger.issue_number}. Made by FrogNano; "
-                f"`{test_command}` passed.")
+        message=commit_message(issue.title, trigger.issue_number, test_command, config.ci))
     recorder.set_pr_url(pull.url)
     status.set(status_done(pull.url, generation))
     return "pr_opened"
