@@ -31,7 +31,7 @@ def frognano(tmp: Path, *args: str, env: dict[str, str] | None = None
                                "--transcript", str(transcript)],
                               env=full_env, capture_output=True, text=True, timeout=120)
     output = proc.stdout + proc.stderr
-    assert "Traceback" not in output, output
+    assert "Traceback (most recent call last)" not in output, output
     records = read_transcript(transcript) if transcript.exists() else []
     return proc.returncode, output, records
 
@@ -112,17 +112,64 @@ def test_missing_bubblewrap_says_how_to_install_it(calc_repo: Path, tmp_path: Pa
     assert records[-1]["exit_reason"] == "bad_input"
 
 
+def assert_stopped_before_the_agent(result: tuple[int, str, list[dict]], message: str) -> None:
+    code, output, records = result
+    assert code == 2, output
+    assert message in " ".join(output.split()), output
+    assert records[-1]["exit_reason"] == "baseline_unusable"
+    assert message in " ".join(records[-1]["error"].split())
+    assert not [r for r in records if r["kind"] == "turn"], "the agent never ran"
+
+
 @needs_bwrap
 def test_hanging_test_command_is_cut_off(tmp_path: Path, script: str) -> None:
     repo = make_repo(tmp_path / "r", {".github/frognano.yml": "test_timeout_minutes: 0.03\n",
                                       "README.md": "x\n"})
-    code, output, records = frognano(tmp_path, str(repo), "--issue", "x", "--model", script,
-                                     "--test-cmd", "sleep 1000", "--max-attempts", "1")
-    assert code == 1, output
-    assert "FAIL (timed out)" in output
+    result = frognano(tmp_path, str(repo), "--issue", "x", "--model", script,
+                      "--test-cmd", "sleep 1000", "--max-attempts", "1")
+    assert_stopped_before_the_agent(result, "the baseline test run timed out")
+    records = result[2]
     assert records[1]["kind"] == "baseline" and records[1]["timed_out"] is True
-    assert records[-1]["final"]["timed_out"] is True
-    assert records[-1]["exit_reason"] == "max_attempts"
+    assert "FAIL (timed out" in result[1]
+
+
+@needs_bwrap
+def test_test_command_not_found_stops_before_the_agent(calc_repo: Path, tmp_path: Path,
+                                                       script: str) -> None:
+    assert_stopped_before_the_agent(
+        frognano(tmp_path, str(calc_repo), "--issue", "x", "--model", script,
+                 "--test-cmd", "no-such-test-runner"),
+        "the test command `no-such-test-runner` was not found (exit 127)")
+
+
+@needs_bwrap
+def test_baseline_that_cannot_collect_names_the_error_and_shows_setup(tmp_path: Path,
+                                                                     script: str) -> None:
+    repo = make_repo(tmp_path / "r", {"tests/test_app.py": "import requests_oauthlib_x\n\n"
+                                                           "def test_a():\n    pass\n"})
+    result = frognano(tmp_path, str(repo), "--issue", "x", "--model", script)
+    assert_stopped_before_the_agent(
+        result, "the tests could not be collected in tests/test_app.py (pytest exit 2: "
+                "ModuleNotFoundError: No module named 'requests_oauthlib_x')")
+    assert "setup: python3 -m venv" in result[1]
+
+
+def test_empty_test_command_and_bad_numbers(calc_repo: Path, tmp_path: Path,
+                                            script: str) -> None:
+    assert_refused(frognano(tmp_path, str(calc_repo), "--issue", "x", "--model", script,
+                            "--test-cmd", ""), "--test-cmd is empty")
+    assert_refused(frognano(tmp_path, str(calc_repo), "--issue", "x", "--model", script,
+                            "--n-ctx", "-5"), "--n-ctx must be a positive number of tokens")
+
+
+def test_issue_too_large_for_the_context_is_refused_before_setup(calc_repo: Path,
+                                                                 tmp_path: Path,
+                                                                 script: str) -> None:
+    issue = tmp_path / "issue.md"
+    issue.write_text("add() is broken.\n" + "word " * 200_000)
+    result = frognano(tmp_path, str(calc_repo), "--issue-file", str(issue), "--model", script)
+    assert_refused(result, "does not fit the model's context of 65536 tokens")
+    assert [r["kind"] for r in result[2]] == ["result"], "no setup, no baseline"
 
 
 class _Garbage(BaseHTTPRequestHandler):
