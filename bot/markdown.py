@@ -63,7 +63,9 @@ def code_span(text: str) -> str:
     runs = [len(run) for run in _BACKTICKS.findall(content)]
     ticks = "`" * (max(runs, default=0) + 1)
     # CommonMark strips one space from each end when both ends have one; pad to keep them.
-    if not content or content[:1] in ("`", " ") or content[-1:] in ("`", " "):
+    if not content:
+        content = " "  # all spaces: kept as they are
+    elif content[:1] in ("`", " ") or content[-1:] in ("`", " "):
         content = f" {content} "
     return f"{ticks}{content}{ticks}"
 
