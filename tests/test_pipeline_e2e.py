@@ -49,6 +49,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc")
         stack.add_calc_repo("calc-evil", {"EVIL": "x"})
         stack.add_calc_repo("calc-reader")
+        stack.add_calc_repo("calc-ci-run", {".github/frognano.yml": "ci: run\n"})
         yield stack
 
 
@@ -81,6 +82,10 @@ def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,
     assert tests.returncode == 0, tests.stdout
     author = git(clone, "log", "-1", "--format=%an").strip()
     assert author == stack.fake.bot_login
+    # CI does not run model-written code with secrets by default (ci: skip).
+    assert git(clone, "log", "-1", "--format=%s").strip() == "add() subtracts [skip ci]"
+    assert "**CI and secrets:**" in pull.body
+    assert "> Fixed \\`add\\` to return the sum\\." in pull.body  # quoted, inert
 
     # The token appears nowhere: not in the sandbox's view, the transcript, the PR,
     # the comments or the pushed commit.
@@ -145,3 +150,12 @@ def test_a_diff_touching_workflows_is_not_pushed(stack: Stack) -> None:
     assert ".github/workflows/evil.yml" in status
     assert stack.fake.branch_sha(OWNER, "calc-evil", "frognano/issue-1") is None
     assert stack.fake.pulls(OWNER, "calc-evil") == []
+
+
+def test_ci_run_leaves_the_commit_without_skip_ci(stack: Stack, tmp_path: Path) -> None:
+    assert stack.label("calc-ci-run", 1).status_code == 202
+    wait_for(lambda: stack.fake.pulls(OWNER, "calc-ci-run"), message="a draft PR")
+    clone = tmp_path / "check"
+    git(tmp_path, "clone", "-q", "--branch", "frognano/issue-1",
+        str(stack.fake.repo(OWNER, "calc-ci-run").bare_path), str(clone))
+    assert git(clone, "log", "-1", "--format=%s").strip() == "add() subtracts"
