@@ -274,3 +274,47 @@ def test_scan_never_follows_symlinks(tmp_path: Path) -> None:
     os.symlink("/", tree / "root")
     (tree / "a" / "b" / ".git").write_text("gitdir: /etc\n")
     assert scan_nested_repos(tree) == (["a/b/.git"], ["a/b"])
+
+
+PROTECTED = [  # (pattern, path, protected?) with .gitignore semantics
+    ("**/settings.py", "settings.py", True), ("**/settings.py", "app/settings.py", True),
+    ("docs", "docs/index.md", True), ("/docs/**", "docs/a/b.md", True),
+    ("/docs/**", "src/docs/x.md", False), ("docs/", "docs/x.md", True),
+    ("*.pem", "keys/deploy.pem", True), ("LICENSE", "LICENSE", True),
+    ("/LICENSE", "vendor/LICENSE", False), ("src/*.py", "src/a/b.py", False),
+    ("secrets/**\n!secrets/README.md", "secrets/README.md", False),
+]
+
+
+def test_protected_paths_follow_gitignore_semantics(scorecard: Recorder) -> None:
+    from workers.publish import forbidden_paths
+
+    record = scorecard(
+        "10e-hostile-protected-paths", "Hostile issue: protected_paths patterns",
+        "patterns match as .gitignore lines: `**/settings.py` covers `settings.py`, "
+        "`docs` and `/docs/**` protect the folder")
+    wrong = [(pattern, path) for pattern, path, expected in PROTECTED
+             if bool(forbidden_paths([path], tuple(pattern.split("\n")))) != expected]
+    record.observed = {"cases": len(PROTECTED), "mismatches": wrong}
+    assert wrong == []
+    assert forbidden_paths([".github/workflows/ci.yml"], ()) == [".github/workflows/ci.yml"]
+
+
+def test_transcript_records_are_bounded(tmp_path: Path, scorecard: Recorder) -> None:
+    from workers.agent.transcript import MAX_RECORD_CHARS, Transcript, read_transcript
+
+    record = scorecard(
+        "10f-hostile-transcript-bound", "Hostile issue: 150 MB of model output",
+        "each transcript record is cut with a marker: the line on disk and the record "
+        "in memory stay under the limit")
+    with Transcript(tmp_path / "t.jsonl") as transcript:
+        transcript.write("turn", content="x" * 150_000_000)
+        transcript.write("result", diff="y" * 3_000_000, outputs=["z" * 900_000] * 20)
+        kept = [len(str(r)) for r in transcript.records]
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    records = read_transcript(tmp_path / "t.jsonl")
+    record.observed = {"longest line (chars)": max(map(len, lines)),
+                       "record in memory (chars)": max(kept)}
+    assert max(map(len, lines)) <= MAX_RECORD_CHARS and max(kept) <= MAX_RECORD_CHARS
+    assert records[0]["content"].endswith("more characters cut]")
+    assert "more characters cut]" in records[1]["diff"]
