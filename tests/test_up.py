@@ -19,6 +19,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -198,6 +199,15 @@ def test_without_credentials_it_serves_setup_and_stops_cleanly(state_dir: Path,
         assert re.search(r"doctor\s+\| FAIL  app id\s+GITHUB_APP_ID is not set", up.output())
         assert re.search(r"doctor\s+\| ok    bubblewrap", up.output())
         assert "open http://127.0.0.1:" in up.output()
+        # Setup is the operator's: the banner's one-time link opens it, nothing else does.
+        links = set(re.findall(r"http://127\.0\.0\.1:\d+/\?token=[\w-]{32,}",
+                               up.output()))
+        assert len(links) == 1, f"the banner and the receiver's log show one link: {links}"
+        assert http("GET", up.url + "/setup")[0] == 403
+        assert http("GET", up.url + "/setup?token=guess")[0] == 403
+        with httpx.Client(timeout=10) as operator:
+            assert operator.get(links.pop(), follow_redirects=True).status_code == 200
+            assert "manifest" in operator.get(up.url + "/setup").text
         assert sorted(children_of(up.process.pid)) == sorted(
             [REDIS_BINARY, sys.executable]), "redis-server and the receiver, no workers"
         assert not up.pids("control") and not up.pids("worker-1")
