@@ -51,6 +51,10 @@ class BotSettings(BaseSettings):
     public_url: str | None = Field(default=None, alias="FROGNANO_PUBLIC_URL",
                                    description="Where transcripts are linked from PRs.")
     max_run_seconds: int = Field(default=2 * 3600, alias="FROGNANO_MAX_RUN_SECONDS")
+    max_diff_bytes: int | None = Field(
+        default=None, ge=1, alias="FROGNANO_MAX_DIFF_BYTES",
+        description="Largest patch the bot publishes; a bigger change is refused with a "
+                    "status comment. Default 5 MB (workers/hostgit.py).")
     database_url: str | None = Field(
         default=None, alias="FROGNANO_DATABASE_URL",
         description="Run records; default sqlite:///$FROGNANO_STATE_DIR/frognano.db. "

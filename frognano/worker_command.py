@@ -56,6 +56,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         public_url=settings.public_url,
         max_run_seconds=settings.max_run_seconds,
         run_store=run_store,
+        **({"max_diff_bytes": settings.max_diff_bytes} if settings.max_diff_bytes else {}),
     )
 
 

@@ -110,7 +110,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
 
     default_branch = rt.github.default_branch(repo)
     mirror = rt.repo_cache.refresh(rt.github.clone_url(repo), rt.github.installation_token(repo))
-    host = HostRepo.create(mirror, default_branch, run_dir / "git", workspace)
+    host = HostRepo.create(mirror, default_branch, run_dir / "git", workspace,
+                           max_diff_bytes=rt.max_diff_bytes)
     try:
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:

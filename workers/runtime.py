@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.github_api import GitHubApi
+from workers.hostgit import DEFAULT_MAX_DIFF_BYTES
 from workers.models.base import ModelClient
 from workers.repo_cache import RepoCache
 
@@ -32,6 +33,7 @@ class Runtime:
     sandbox_backend: str = "bubblewrap"
     public_url: str | None = None
     max_run_seconds: int = 2 * 3600
+    max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES  # a bigger change is never published
     status_interval: float = 10.0  # seconds between edits of the status comment
     run_store: RunStore | None = None  # run records for the dashboard and metrics
     _model: ModelClient | None = field(default=None, repr=False)

@@ -335,7 +335,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                              command=f"if [ -f NESTED ]; then {attack}; fi; if [ -f HUGE ]; "
                                      "then head -c 20000000 /dev/urandom > blob.bin; fi; true"),
               FIX_CALC, final_answer("Fixed `add`.")]
-    with running_stack(tmp_path_factory.mktemp("hostile-git"), StackOptions(script)) as stack:
+    options = StackOptions(script, env={"FROGNANO_MAX_DIFF_BYTES": "4000000"})  # 3.8 MB
+    with running_stack(tmp_path_factory.mktemp("hostile-git"), options) as stack:
         stack.add_calc_repo("calc-nested", {"NESTED": "x"})
         stack.add_calc_repo("calc-huge", {"HUGE": "x"})
         yield stack
@@ -373,7 +374,8 @@ def test_a_huge_change_is_refused_through_the_whole_worker(stack: Stack, scoreca
                                                            ) -> None:
     record = scorecard(
         "10h-hostile-git-pipeline-huge", "Hostile issue: a 20 MB change, through the worker",
-        "the status comment says the change is over the limit; nothing is pushed")
+        "the status comment says the change is over the limit (FROGNANO_MAX_DIFF_BYTES); "
+        "nothing is pushed")
     assert stack.label("calc-huge", 1).status_code == 202
     status = wait_for(lambda: "limit" in stack.status("calc-huge", 1)
                       and stack.status("calc-huge", 1), timeout=120, message="the refusal")
@@ -382,7 +384,7 @@ def test_a_huge_change_is_refused_through_the_whole_worker(stack: Stack, scoreca
                        "branch pushed": stack.fake.branch_sha(OWNER, "calc-huge",
                                                               "frognano/issue-1") is not None,
                        "transcript bytes": transcript.stat().st_size}
-    assert "nothing was pushed" in status
+    assert "nothing was pushed" in status and "(3.8 MB)" in status, "the operator's limit"
     assert stack.fake.branch_sha(OWNER, "calc-huge", "frognano/issue-1") is None
     assert stack.fake.pulls(OWNER, "calc-huge") == []
     assert transcript.stat().st_size < 2_000_000
