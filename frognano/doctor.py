@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bot.settings import BotSettings
+from bot.settings import BotSettings, webhook_secret_problem
 
-MIN_WEBHOOK_SECRET_CHARS = 32
 PROBE_SECONDS = 15
 
 
@@ -163,12 +162,11 @@ def check_app(settings: BotSettings) -> list[Check]:
     checks.append(Check("app key", "ok", "a PEM private key") if key
                   else Check("app key", "fail", problem, setup))
     secret = settings.webhook_secret or ""
-    if not secret.strip():
+    problem = webhook_secret_problem(secret)
+    if not secret.strip() and not problem:
         checks.append(Check("webhook secret", "fail", "GITHUB_WEBHOOK_SECRET is not set", setup))
-    elif len(secret) < MIN_WEBHOOK_SECRET_CHARS:
-        checks.append(Check("webhook secret", "fail",
-                            f"only {len(secret)} characters (at least "
-                            f"{MIN_WEBHOOK_SECRET_CHARS})",
+    elif problem:
+        checks.append(Check("webhook secret", "fail", problem.split(", which")[0],
                             "openssl rand -hex 32, in GITHUB_WEBHOOK_SECRET and the App"))
     else:
         checks.append(Check("webhook secret", "ok", f"{len(secret)} characters"))
