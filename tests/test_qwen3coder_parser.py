@@ -1,4 +1,7 @@
-"""The Qwen3-Coder XML parser (leaf-contract §5), including hostile file contents."""
+"""The Qwen3-Coder XML parser (docs/LEAF_CONTRACT.md §5), including hostile file contents.
+
+Case-by-case agreement with vLLM's parser is in tests/test_fidelity.py.
+"""
 
 from __future__ import annotations
 
@@ -67,7 +70,8 @@ def test_several_calls_in_order_with_typed_values() -> None:
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
-    ("true", True), ("True", True), ("false", False), ("False", False), ("yes", "yes")])
+    ("true", True), ("True", True), ("TRUE", True), ("false", False), ("False", False),
+    ("yes", False), ("1", False)])  # vLLM: only "true" in any case is true
 def test_boolean_values(raw: str, expected: Any) -> None:
     text = ("x</think><tool_call>\n<function=Edit>\n<parameter=replace_all>\n"
             f"{raw}\n</parameter>\n</function>\n</tool_call>")
@@ -77,11 +81,15 @@ def test_boolean_values(raw: str, expected: Any) -> None:
 @pytest.mark.parametrize(("tool", "param", "raw", "expected"), [
     ("Read", "offset", "12", 12),
     ("Read", "offset", " 12 ", 12),
-    ("Read", "offset", "12.0", 12),
+    ("Read", "offset", "12.0", "12.0"),  # vLLM's int(); Leaf then raises ValueError
+    ("Read", "offset", "null", None),
     ("Read", "offset", "twelve", "twelve"),
     ("Bash", "timeout", "30", 30),
     ("Bash", "timeout", "2.5", 2.5),
     ("Bash", "timeout", "nan", "nan"),
+    ("Bash", "timeout", "inf", "inf"),
+    ("Bash", "timeout", "12.0", 12),
+    ("Bash", "command", "null", "null"),
     ("Bash", "command", "42", "42"),  # strings stay strings
     ("Bash", "timeout_ms", "5000", "5000"),  # unknown parameters keep their text
 ])
@@ -254,13 +262,24 @@ def test_function_without_name_is_an_error_call() -> None:
     assert len(parsed.errors) == 1 and "no function name" in parsed.errors[0]
 
 
-def test_garbage_block_is_an_error_call_and_the_next_call_still_parses() -> None:
+def test_block_without_function_is_prose_and_the_next_call_still_parses() -> None:
+    # No `<function=` after `<tool_call>`: not a call (vLLM makes none either).
     text = ("r</think>\n<tool_call>\nplease run ls\n</tool_call>\n"
             + format_tool_call("Read", {"file_path": "a.py"}))
     parsed = parse(text)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [("Read", {"file_path": "a.py"})]
+    assert parsed.errors == []
+    assert parsed.content == "<tool_call>\nplease run ls\n</tool_call>"
+
+
+def test_malformed_real_call_is_an_error_and_the_next_call_still_parses() -> None:
+    text = ("r</think>\n<tool_call>\n<function={{ tool.name }}>\n<parameter=a>\n1\n"
+            "</parameter>\n</function>\n</tool_call>\n"
+            + format_tool_call("Read", {"file_path": "a.py"}))
+    parsed = parse(text)
     assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
-        ("", {}), ("Read", {"file_path": "a.py"})]
-    assert len(parsed.errors) == 1 and "tool call 1" in parsed.errors[0]
+        ("{{ tool.name }}", {}), ("Read", {"file_path": "a.py"})]
+    assert len(parsed.errors) == 1 and "tool call 1: invalid function name" in parsed.errors[0]
     assert parsed.content == ""
 
 
@@ -295,3 +314,19 @@ def test_format_tool_call_is_canonical() -> None:
         "<tool_call>\n<function=Edit>\n<parameter=file_path>\na\n</parameter>\n"
         "<parameter=replace_all>\nTrue\n</parameter>\n<parameter=n>\n[1]\n</parameter>\n"
         "</function>\n</tool_call>")
+
+
+def test_many_calls_separated_by_prose() -> None:
+    calls = [("Read", {"file_path": f"f{i}.py"}) for i in range(300)]
+    text = "r</think>" + "\nnext\n".join(format_tool_call(n, a) for n, a in calls) + "\ndone"
+    parsed = parse(text)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == calls
+    assert parsed.content.split() == ["next"] * 299 + ["done"]
+
+
+@pytest.mark.parametrize("trailer", ["", "\nthe end"])
+def test_write_of_a_file_full_of_example_calls(trailer: str) -> None:
+    examples = "\nnext\n".join(format_tool_call("Read", {"file_path": f"f{i}"}) for i in range(50))
+    args = {"file_path": "examples.md", "content": examples + trailer}
+    text = format_assistant_text("r", [("Write", args), ("Bash", {"command": "ls"})])
+    assert calls_of(text) == [("Write", args), ("Bash", {"command": "ls"})]
