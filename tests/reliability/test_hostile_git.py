@@ -11,6 +11,7 @@ host git would inherit.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
 
 SECRET_ENV = "GITHUB_PRIVATE_KEY"
+REPO = Path(__file__).resolve().parents[2]
 IDENTITY = "-c user.name=m -c user.email=m@e"
 
 
@@ -388,3 +390,81 @@ def test_a_huge_change_is_refused_through_the_whole_worker(stack: Stack, scoreca
     assert stack.fake.branch_sha(OWNER, "calc-huge", "frognano/issue-1") is None
     assert stack.fake.pulls(OWNER, "calc-huge") == []
     assert transcript.stat().st_size < 2_000_000
+
+
+NON_ROOT_WORKER = r"""
+import json, sys
+from pathlib import Path
+from sandbox import SandboxConfig, open_sandbox
+from workers.hostgit import HostRepo
+from workers.repo_cache import RepoCache
+spec = json.loads(sys.stdin.read())
+root = Path(spec["root"])
+host = HostRepo.create(Path(spec["source"]), "main", root / "git", root / "ws")
+config = SandboxConfig(workspace=host.work_tree, private_dir=root / "private")
+with open_sandbox("bubblewrap", config) as sandbox:
+    out = sandbox.run_tool("Bash", {"command": spec["attack"]})
+    sandbox.run_tool("Bash", {"command": "sed -i 's/a - b/a + b/' calc.py"})
+    sandbox.stop()
+    snapshot = host.snapshot()
+commit = host.commit(snapshot.tree, "frognano/issue-1", "fix")
+RepoCache(root / "cache").push(host.git_dir, "file://" + spec["remote"], commit,
+                               "frognano/issue-1", token=None)
+print(json.dumps({"out": out, "dropped": snapshot.dropped, "paths": snapshot.paths}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to a leased uid; needs root to do so")
+def test_nested_repo_filter_with_a_non_root_worker(scorecard: Recorder) -> None:
+    """The same attack with the worker as an unprivileged user (the system Python, with
+    GitPython copied where that user can read it)."""
+    import site
+
+    from sandbox.uid_pool import UidLease
+
+    record = scorecard(
+        "10i-hostile-git-nested-filter-non-root",
+        "Hostile issue: a nested repository's filter, non-root worker",
+        "as 10a, with the worker running as an unprivileged uid")
+    secret, marker = f"key-{uuid.uuid4().hex}", Path(f"/tmp/frognano-nr-{uuid.uuid4().hex}")
+    lease = UidLease()
+    try:
+        with reachable_dir() as root:
+            packages = site.getsitepackages()[0]
+            for name in ("git", "gitdb", "smmap"):
+                shutil.copytree(Path(packages) / name, root / "pylib" / name)
+            shutil.copy(Path(packages) / "typing_extensions.py", root / "pylib")
+            source = make_repo(root / "src", template="calc_repo")
+            remote = root / "remote.git"
+            git(root, "init", "-q", "--bare", str(remote))
+            for path in [root, *root.rglob("*")]:
+                os.lchown(path, lease.uid, lease.uid)
+            attack = NESTED_FILTER.format(
+                payload=f"echo ran >> {marker}; printenv {SECRET_ENV}; cat", identity=IDENTITY)
+            spec = {"root": str(root), "source": str(source), "remote": str(remote),
+                    "attack": attack}
+            done = subprocess.run(
+                ["/usr/bin/python3", "-c", NON_ROOT_WORKER], input=json.dumps(spec),
+                capture_output=True, text=True, timeout=300, user=lease.uid,
+                group=lease.uid, extra_groups=[], cwd="/",
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", SECRET_ENV: secret,
+                     "HOME": str(root), "PYTHONPATH": f"{REPO}:{root / 'pylib'}"})
+            assert done.returncode == 0, done.stderr[-3000:]
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            # The remote belongs to the worker's uid: root reads it as someone else's.
+            listing = git(remote, "-c", "safe.directory=*", "ls-tree", "-r",
+                          "frognano/issue-1")
+            blobs = "".join(git(remote, "-c", "safe.directory=*", "cat-file", "-p",
+                                line.split()[2])
+                            for line in listing.splitlines() if line.split()[1] == "blob")
+    finally:
+        lease.release()
+    record.observed = {"worker uid": lease.uid, "host ran the filter": marker.exists(),
+                       "key in pushed commit": secret in blobs,
+                       "gitlinks pushed": listing.count("160000"),
+                       "left out": result["dropped"]}
+    marker_existed = marker.exists()
+    marker.unlink(missing_ok=True)
+    assert "planted" in result["out"], result["out"]
+    assert not marker_existed and secret not in blobs and "160000" not in listing
+    assert result["dropped"] == ["vendor/lib/.git"]
