@@ -103,15 +103,13 @@ def test_exec_with_network_reaches_host(sb, server) -> None:
 def test_writes_outside_workspace_fail(sb) -> None:
     marker = uuid.uuid4().hex
     targets = [f"/usr/{marker}", f"/etc/{marker}", f"/opt/{marker}", f"/{marker}",
-               f"/root/{marker}", ".git/hooks/pre-commit", f".git/{marker}"]
+               f"/root/{marker}"]
     for target in targets:
         out = bash(sb, f"echo evil > {target}")
         assert not out.startswith("Exit code: 0"), (target, out)
-    out = sb.run_tool("Write", {"file_path": ".git/config", "content": "[core]\n"})
-    assert out.startswith("OSError: [Errno 30] Read-only file system")
+    # .git is the sandbox's own, writable copy: the host never reads it (workers/hostgit.py).
+    assert bash(sb, f"echo x > .git/{marker}").startswith("Exit code: 0")
     workspace = sb.config.workspace
-    assert not (workspace / ".git/hooks/pre-commit").exists()
-    assert "[core]" in (workspace / ".git/config").read_text()
     for host_path in (f"/usr/{marker}", f"/etc/{marker}", f"/opt/{marker}", f"/root/{marker}"):
         assert not Path(host_path).exists()
     # The workspace itself is writable, and git inside can read the repository.

@@ -32,6 +32,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# GitPython probes for git when imported and raises if PATH has none; we resolve git
+# ourselves and say how to install it (GitMissing), so let the import succeed.
+os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 import git as gitpython
 
 Identity = tuple[str, str]  # (name, email)
@@ -89,7 +92,7 @@ class GitMissing(GitError):
 
 
 def _git_binary() -> str:
-    found = shutil.which("git", path=_SAFE_PATH) or shutil.which("git")
+    found = shutil.which("git")  # the worker's PATH picks git; git's children get _SAFE_PATH
     if not found:
         raise GitMissing("git is not installed (or not on PATH); install it, e.g. "
                          "`apt-get install git`")
