@@ -93,6 +93,12 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     test_files_changed: list[str] = field(default_factory=list)
     summary: str = ""  # the model's final answer
+    # The verdict (workers/agent/verdict.py): why it refused, how it decided, new tests.
+    refusals: list[str] = field(default_factory=list)
+    verdict_notes: list[str] = field(default_factory=list)
+    new_tests: str = ""  # e.g. "new tests: 3 passed"
+    setup_note: str = ""  # set when the setup command was inferred
+    setup_command: str = ""
 
 
 def pr_body(report: RunReport) -> str:
@@ -120,7 +126,13 @@ def pr_body(report: RunReport) -> str:
         "## Tests",
         f"Command: {code_span(report.test_command)}",
         f"- before: {report.baseline_summary}",
-        f"- after: {report.final_summary}",
+        f"- after: {report.final_summary} (the repository's own tests, as they are on the "
+        "base branch)",
+        *([f"- {escape_text(report.new_tests)} (the model's own tests, reported, never "
+           "counted)"] if report.new_tests else []),
+        *[f"- {escape_text(note)}" for note in report.verdict_notes],
+        *([f"- setup {escape_text(report.setup_note)}: {code_span(report.setup_command)}"]
+          if report.setup_note else []),
         "",
         "Tests that changed state:",
         changes,
@@ -146,6 +158,10 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
         f"Tests ({code_span(report.test_command)}): before {report.baseline_summary}; "
         f"after {report.final_summary}.",
     ]
+    if report.refusals:
+        lines += ["", "The verdict refused the change (only the repository's own, "
+                      "untouched tests count):",
+                  *[f"- {escape_text(r)}" for r in report.refusals]]
     if report.final_output.strip():
         lines += ["", "Tail of the last test run:", _fence(report.final_output)]
     lines += ["", f"{report.steps} steps, {report.attempts} attempt(s), {report.seconds:.0f}s."]

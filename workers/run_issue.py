@@ -30,6 +30,7 @@ from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
 from bot.triggers import Trigger
 from sandbox import SandboxConfig, open_sandbox
 from workers.agent.harness import SolveLimits, SolveResult, solve
+from workers.agent.python_setup import infer_python_setup
 from workers.agent.repo_tests import detect_test_command
 from workers.coordination import IssueCoordinator
 from workers.hostgit import HostRepo
@@ -135,13 +136,16 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
             status.set(status_running(data["step"], limits.max_steps, generation), force=False)
 
     path = transcript_path(rt, trigger, generation)
+    inferred = None if config.setup else infer_python_setup(workspace)
+    setup_command = config.setup or (inferred.command if inferred else None)
+    setup_note = inferred.note if inferred else ""
     with recorder.transcript(path) as transcript, open_sandbox(
             rt.sandbox_backend, SandboxConfig(workspace=workspace, private_dir=private)
     ) as sandbox:
         transcript.write("trigger", trigger=trigger.to_kwargs(), generation=generation)
         result = solve(rt.model(), sandbox, f"{issue.title}\n\n{issue.body}".strip(),
                        test_command, transcript, repo=host, limits=limits,
-                       setup_command=config.setup,
+                       setup_command=setup_command, setup_note=setup_note,
                        guidance=trigger.guidance, on_event=progress,
                        should_stop=lambda: coordinator.is_stale(generation))
         summary = next((r["assistant"]["content"] for r in reversed(transcript.records)
@@ -197,6 +201,10 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         warnings=result.suspicious + dropped_warnings(result),
         test_files_changed=result.test_files_changed,
         summary=summary,
+        refusals=result.verdict.reasons if result.verdict else [],
+        verdict_notes=result.verdict.notes if result.verdict else [],
+        new_tests=result.verdict.new_tests_summary() if result.verdict else "",
+        setup_note=result.setup_note, setup_command=result.setup_command or "",
     )
 
 
