@@ -59,7 +59,9 @@ def run() -> list[dict[str, Any]]:
         lifecycle = _median_ms(_timed(start_and_stop, STARTS))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    ratio = sandboxed / bare if bare else float("inf")
+    # The honest reference is a bash that, like the sandbox's, reads no profile: the
+    # host's login profile alone can make `bash -lc true` 100x slower.
+    ratio = sandboxed / bare_noprofile if bare_noprofile else float("inf")
     return [
         {"name": "sandboxed Bash `true` round trip (median)", "value": round(sandboxed, 2),
          "unit": "ms", "target": f"<= {TARGET_MS:g}", "ok": sandboxed <= TARGET_MS},
@@ -67,7 +69,7 @@ def run() -> list[dict[str, Any]]:
          "target": "reference", "ok": True},
         {"name": "bare bash --noprofile --norc -c true (median)",
          "value": round(bare_noprofile, 2), "unit": "ms", "target": "reference", "ok": True},
-        {"name": "sandboxed / bare", "value": round(ratio, 2), "unit": "x",
+        {"name": "sandboxed / bare --noprofile --norc", "value": round(ratio, 2), "unit": "x",
          "target": f"<= {TARGET_RATIO:g}", "ok": ratio <= TARGET_RATIO},
         {"name": "sandbox start + teardown (median)", "value": round(lifecycle, 1),
          "unit": "ms", "target": "report", "ok": True},
