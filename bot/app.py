@@ -46,7 +46,7 @@ from bot.setup_flow import setup_router
 from bot.triggers import CONTROL_QUEUE_SUFFIX, Trigger
 
 if TYPE_CHECKING:
-    from workers.run_store import RunStore
+    from runstore.store import RunStore
 
 log = logging.getLogger("frognano.bot.receiver")
 

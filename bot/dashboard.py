@@ -26,7 +26,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
 from bot.settings import BotSettings
-from workers.run_store import RUN_STATUSES, Run, RunStore
+from runstore.store import RUN_STATUSES, Run, RunStore
 
 COOKIE = "frognano_dashboard"
 COOKIE_PATH = "/runs"

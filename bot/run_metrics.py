@@ -21,7 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from sqlalchemy import case, func, select
 
-from workers.run_store import FINISHED_STATUSES, Run, RunStore, ToolStat
+from runstore.store import FINISHED_STATUSES, Run, RunStore, ToolStat
 
 log = logging.getLogger(__name__)
 

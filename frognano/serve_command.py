@@ -55,7 +55,7 @@ def run_serve(settings: BotSettings, host: str, port: int, *,
 
 def _run_store(settings: BotSettings):  # -> RunStore | None
     """The run records behind the dashboard; webhooks are still served without them."""
-    from workers.run_store import RunStoreUnavailable, open_run_store
+    from runstore.store import RunStoreUnavailable, open_run_store
 
     try:
         return open_run_store(settings.run_database_url)

@@ -16,6 +16,7 @@ from rich.markup import escape
 from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
 from frognano.models import ModelSpecError, build_model
 from frognano.progress import Progress
+from runstore.store import RunStoreUnavailable, default_database_url, open_run_store
 from sandbox import open_sandbox
 from sandbox.base import SandboxConfig, SandboxError, SandboxUnavailable
 from workers.agent.harness import SolveLimits, SolveResult, solve
@@ -34,7 +35,6 @@ from workers.local_solve import (
 from workers.models.base import Sampling
 from workers.models.llama_resident import LlamaSettings
 from workers.run_recording import RunRecorder
-from workers.run_store import RunStoreUnavailable, default_database_url, open_run_store
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 # Without the model's tokenizer (a server, a script), an issue is taken to be one token

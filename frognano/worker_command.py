@@ -25,9 +25,9 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
 
     from bot.github_client import GitHubAppClient
     from frognano.models import build_model
+    from runstore.store import RunStoreUnavailable, open_run_store
     from workers.models.base import Sampling
     from workers.repo_cache import RepoCache
-    from workers.run_store import RunStoreUnavailable, open_run_store
     from workers.runtime import Runtime
     from workers.tasks import enqueue_run
 

@@ -21,9 +21,9 @@ from starlette.testclient import TestClient
 from bot.app import create_app
 from bot.settings import BotSettings
 from bot.triggers import Trigger
+from runstore.store import RunStore
 from tests.redis_server import RedisServer
 from workers.run_recording import RunRecorder
-from workers.run_store import RunStore
 
 TOKEN = "dashboard-token-for-tests"
 CHROMIUM = Path("/usr/bin/chromium")

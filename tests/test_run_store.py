@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bot.logs import JsonFormatter, json_handler, run_context
+from runstore.store import RunStore, default_database_url, open_run_store
 from tests.conftest import make_repo
 from workers.models.scripted import final_answer, think_and_call
 from workers.run_recording import RunRecorder, status_for_outcome, tool_stats
-from workers.run_store import RunStore, default_database_url, open_run_store
 
 
 def _url(tmp_path: Path) -> str:
@@ -186,7 +186,7 @@ def test_run_context_puts_the_run_id_in_json_logs(tmp_path: Path) -> None:
 
 
 def test_open_run_store_hides_the_password(tmp_path: Path) -> None:
-    from workers.run_store import RunStoreUnavailable
+    from runstore.store import RunStoreUnavailable
 
     with pytest.raises(RunStoreUnavailable) as failure:
         open_run_store("postgresql://frog:s3cret@127.0.0.1:1/frognano")

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runstore.store import RunStore
 from workers.agent.transcript import Transcript
-from workers.run_store import RunStore
 
 log = logging.getLogger(__name__)
 

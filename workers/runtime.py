@@ -17,7 +17,7 @@ from workers.models.base import ModelClient
 from workers.repo_cache import RepoCache
 
 if TYPE_CHECKING:
-    from workers.run_store import RunStore
+    from runstore.store import RunStore
 
 
 @dataclass

@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy.exc
 
 from bench.receiver import _free_port, _percentile, _wait_ready
+from runstore.store import RunStore
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import (
     OWNER,
@@ -36,7 +37,6 @@ from tests.reliability.stack import (
     wait_for,
 )
 from tests.sandbox_support import HAVE_BWRAP
-from workers.run_store import RunStore
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

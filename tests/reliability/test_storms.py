@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from runstore.store import Run, RunStore
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import (
     OWNER,
@@ -22,7 +23,6 @@ from tests.reliability.stack import (
     wait_for,
 )
 from tests.sandbox_support import HAVE_BWRAP
-from workers.run_store import Run, RunStore
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

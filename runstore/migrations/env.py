@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from workers.run_store import Base
+from runstore.store import Base
 
 # An arbitrary constant: one migrator at a time per PostgreSQL database.
 _PG_MIGRATION_LOCK = 0x46524F47
@@ -14,7 +14,7 @@ _PG_MIGRATION_LOCK = 0x46524F47
 def run_migrations() -> None:
     connection = context.config.attributes.get("connection")
     if connection is None:
-        raise RuntimeError("run migrations through workers.run_store.upgrade_database(); "
+        raise RuntimeError("run migrations through runstore.store.upgrade_database(); "
                            "the command-line alembic needs a connection from there")
     postgres = connection.dialect.name == "postgresql"
     if postgres:

@@ -3,7 +3,7 @@ its tool-call totals, in SQLite by default or PostgreSQL (`FROGNANO_DATABASE_URL
 
 Several processes write the same database (the receiver reads, workers write), so SQLite
 runs in WAL mode with a busy timeout and takes the write lock when a transaction begins.
-The schema is owned by the Alembic migrations in `workers/migrations/`; `RunStore` applies
+The schema is owned by the Alembic migrations in `runstore/migrations/`; `RunStore` applies
 them when it opens the database.
 """
 
