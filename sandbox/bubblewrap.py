@@ -12,13 +12,18 @@ import logging
 import os
 import resource
 import shutil
+import stat
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox.base import SandboxConfig, SandboxLimits, SandboxUnavailable
+from sandbox import cgroup
+from sandbox.base import SandboxConfig, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox.enforcement import describe
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
 from sandbox.uid_pool import POOL_BASE, UidLease, passwd_lines
+from sandbox.usage_watch import UsageWatch
 
 INSTALL_HINT = (
     "bubblewrap (bwrap) is not on PATH: install it (e.g. `apt-get install bubblewrap`), "
@@ -27,6 +32,7 @@ INSTALL_HINT = (
 WORKDIR = "/workspace"
 PRIVATE = "/frognano"
 RUNNER_INSIDE = "/run/frognano/runner.py"
+TMPFS_INSIDE = ("/tmp", "/dev/shm")  # memory, not disk: counted against memory_bytes
 log = logging.getLogger(__name__)
 # Top-level system paths that are symlinks into /usr on merged-/usr distributions.
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -87,16 +93,24 @@ def sandbox_interpreter(uid: int, gid: int) -> tuple[str, list[str]]:
         return python, prefixes
     for candidate in SYSTEM_PYTHONS:
         if os.path.exists(candidate) and reachable(candidate, uid, gid):
-            log.warning("the sandbox uid %d cannot reach %s; the runner uses %s instead",
-                        uid, ", ".join(prefixes), candidate)
+            log.info("the sandbox uid %d cannot reach %s; the runner uses %s instead",
+                     uid, ", ".join(prefixes), candidate)
             return candidate, []
     raise SandboxUnavailable(
         f"no Python interpreter reachable by the sandbox uid {uid}: {python} lies under a "
         "directory it cannot enter; install python3 under /usr or /usr/local")
 
 
-def _rlimits(limits: SandboxLimits, *, processes: bool) -> Callable[[], None]:
-    def apply() -> None:  # runs in the child after the uid drop, before exec
+def _rlimits(limits: SandboxLimits, *, processes: bool,
+             join: Callable[[], None] | None = None,
+             drop_to: tuple[int, int] | None = None) -> Callable[[], None]:
+    def apply() -> None:  # runs in the child before exec
+        if join is not None:  # into the sandbox's cgroup, while still allowed to
+            join()
+        if drop_to is not None:
+            os.setgroups([])
+            os.setgid(drop_to[1])
+            os.setuid(drop_to[0])
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds,) * 2)
@@ -119,6 +133,38 @@ def chown_tree(root: Path, uid: int, gid: int, *, skip: set[str]) -> None:
             stat = os.lstat(path)
             if stat.st_uid != uid or stat.st_gid != gid:
                 os.lchown(path, uid, gid)
+
+
+def host_files(uid: int, gid: int) -> Path:
+    """A host-owned directory (0755, files 0644) with the sandbox's passwd and group:
+    bind sources the sandbox cannot write, so it cannot swap them for links."""
+    directory = Path(tempfile.mkdtemp(prefix="frognano-etc-"))
+    directory.chmod(0o755)
+    passwd, group = passwd_lines(uid, gid, f"{PRIVATE}/home")
+    for name, text in (("passwd", passwd), ("group", group)):
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o644)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(directory / name, 0o644)  # whatever the umask
+    return directory
+
+
+def check_host_owned(path: Path, *, directory: bool) -> None:
+    """Refuse a bind source that is a link, not ours, or writable by anyone else."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise SandboxError(f"bind source {path} cannot be opened safely: {exc}") from exc
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    kind_ok = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
+    if not kind_ok or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxError(f"bind source {path} is not a host-owned, host-only-writable "
+                           f"{'directory' if directory else 'file'}; not binding it")
 
 
 class BubblewrapSandbox(RunnerBackedSandbox):
@@ -147,9 +193,17 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         # Every pool uid is "other" to the system's files: probe reachability once.
         probe = (POOL_BASE, POOL_BASE) if self._lease else (self.uid, self.gid)
         self.python, self.prefixes = sandbox_interpreter(*probe)
+        self._host_files: Path | None = None  # passwd, group: host-owned, bound read-only
+        self._cgroup: cgroup.SandboxCgroup | None = None
 
     def close(self) -> None:
         super().close()
+        if self._cgroup is not None:
+            self._cgroup.close()
+            self._cgroup = None
+        if self._host_files is not None:
+            shutil.rmtree(self._host_files, ignore_errors=True)
+            self._host_files = None
         if self._lease is not None:
             self._lease.release()
             self._lease = None
@@ -158,16 +212,18 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         workspace, private = self.config.workspace, self.config.private_dir
         if not workspace.is_dir():
             raise SandboxUnavailable(f"workspace {workspace} is not a directory")
-        for sub in ("home", "venv", "etc"):
-            (private / sub).mkdir(parents=True, exist_ok=True)
-        passwd, group = passwd_lines(self.uid, self.gid, f"{PRIVATE}/home")
-        (private / "etc" / "passwd").write_text(passwd)
-        (private / "etc" / "group").write_text(group)
+        private.mkdir(parents=True, exist_ok=True)
+        for sub in ("home", "venv"):  # never through a link a previous sandbox left there
+            if not os.path.lexists(private / sub):
+                os.mkdir(private / sub)
+        self._host_files = host_files(self.uid, self.gid)
+        self._setup_cgroup()
         if self.as_root:
             # .git too: it is the sandbox's own writable copy, which the host never reads.
             chown_tree(workspace, self.uid, self.gid, skip=set())
             chown_tree(private, self.uid, self.gid, skip=set())
-        for path in (workspace, private, RUNNER_PATH, *self.config.extra_ro_binds):
+        for path in (workspace, private, RUNNER_PATH, self._host_files,
+                     *self.config.extra_ro_binds):
             if not reachable(path, self.uid, self.gid):
                 raise SandboxUnavailable(
                     f"{path} is not reachable by the sandbox uid {self.uid}: every parent "
@@ -187,7 +243,9 @@ class BubblewrapSandbox(RunnerBackedSandbox):
     def bwrap_argv(self, *, network: bool) -> list[str]:
         limits = self.config.limits
         workspace = self.config.workspace.resolve()
-        argv = [self.bwrap, "--unshare-all", "--unshare-user"]
+        # --disable-userns: no nested user namespace, where the commands would get back
+        # the capabilities (and the ptrace rights over the runner) dropped here.
+        argv = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
         if network:
             argv.append("--share-net")
         argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -201,15 +259,16 @@ class BubblewrapSandbox(RunnerBackedSandbox):
                 argv += ["--symlink", os.readlink(host), host]
             elif os.path.isdir(host):
                 argv += ["--ro-bind", host, host]
-        argv += ["--ro-bind-try", "/opt", "/opt"]
         for name in ETC_ALLOWLIST:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        private = self.config.private_dir.resolve()
+        assert self._host_files is not None, "bind sources are made by _prepare"
         for name in ("passwd", "group"):  # the sandbox's own user, not the host's list
-            argv += ["--ro-bind", str(private / "etc" / name), f"/etc/{name}"]
+            argv += ["--ro-bind", str(self._host_files / name), f"/etc/{name}"]
         for path in [*self.prefixes, *map(str, self.config.extra_ro_binds)]:
             argv += ["--ro-bind", path, path]
-        argv += ["--proc", "/proc", "--dev", "/dev",
+        # /dev is a tmpfs of bwrap's: read-only, with a sized /dev/shm of its own.
+        argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+                 "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
                  "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
                  "--dir", "/var", "--symlink", "/tmp", "/var/tmp",
                  "--bind", str(workspace), WORKDIR]  # its .git with it: the model's own
@@ -227,11 +286,51 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         return argv
 
     def _spawn(self, *, network: bool) -> RunnerProcess:
+        self._check_bind_sources()
+        drop = (self.uid, self.gid) if self.as_root else None
+        join = self._cgroup.join if self._cgroup is not None else None
         return RunnerProcess(
             self.bwrap_argv(network=network),
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             cwd="/",
-            preexec_fn=_rlimits(self.config.limits, processes=True),
-            user=self.uid if self.as_root else None,
-            group=self.gid if self.as_root else None,
+            preexec_fn=_rlimits(self.config.limits, processes=True, join=join, drop_to=drop),
         )
+
+    def _check_bind_sources(self) -> None:
+        """Before every spawn: the read-write binds are the host's real directories and
+        every other bind source is a host file the sandbox never could write."""
+        for path in (self.config.workspace, self.config.private_dir):
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode):
+                raise SandboxError(f"{path} is no longer a real directory; not binding it")
+        writable = [self.config.workspace.resolve(), self.config.private_dir.resolve()]
+        if self._host_files is None:  # used again after close()
+            self._host_files = host_files(self.uid, self.gid)
+        for path in [*self.prefixes, *self.config.extra_ro_binds, RUNNER_PATH]:
+            real = Path(os.path.realpath(path))
+            if any(real == root or root in real.parents for root in writable):
+                raise SandboxError(f"{path} lies in a directory the sandbox can write; "
+                                   "it cannot be bound read-only")
+        check_host_owned(self._host_files, directory=True)
+        for name in ("passwd", "group"):
+            check_host_owned(self._host_files / name, directory=False)
+
+    def _usage_watch(self, runner: RunnerProcess) -> UsageWatch | None:
+        if self._cgroup is not None:
+            return None  # the kernel enforces memory.max and pids.max
+        limits = self.config.limits
+        return UsageWatch(runner.proc.pid, memory_limit=limits.memory_bytes,
+                          process_limit=limits.max_processes, tmpfs=TMPFS_INSIDE,
+                          on_exceeded=runner.signal_kill)
+
+    def _setup_cgroup(self) -> None:
+        parent, why = cgroup.available()
+        if parent is not None:
+            limits = self.config.limits
+            try:
+                self._cgroup = cgroup.SandboxCgroup(parent, memory_bytes=limits.memory_bytes,
+                                                    max_processes=limits.max_processes)
+            except OSError as exc:
+                parent, why = None, f"cannot create a cgroup under {parent}: {exc}"
+        lines = describe(self.config.limits, cgroup=why if parent else None, why_not=why)
+        log.info("sandbox limits: %s", "; ".join(lines))

@@ -3,7 +3,9 @@
 RLIMIT_FSIZE caps one file, not how many: without privileges there is no real quota
 (no project quotas, no loop mounts), so a watchdog measures the trees while a command
 runs and kills the sandbox's runner once they pass the limit. What can still be written
-past the limit is bounded by the poll interval times the disk's write speed.
+past the limit is bounded by the poll interval times the disk's write speed. Files
+deleted while still open hold their blocks and are in no tree: `extra` adds them
+(sandbox/usage_watch.py finds them through the sandbox's processes' /proc/<pid>/fd).
 """
 
 from __future__ import annotations
@@ -49,15 +51,17 @@ class DiskWatch:
     """While active, calls `on_exceeded` once the trees pass `limit_bytes`."""
 
     def __init__(self, roots: list[Path], limit_bytes: int,
-                 on_exceeded: Callable[[], None]) -> None:
+                 on_exceeded: Callable[[], None],
+                 extra: Callable[[], int] | None = None) -> None:
         self.roots, self.limit_bytes, self.on_exceeded = roots, limit_bytes, on_exceeded
+        self.extra = extra
         self.exceeded_at: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True, name="disk-watch")
 
     def _measure(self) -> float:
         started = time.monotonic()
-        used = tree_bytes(self.roots)
+        used = tree_bytes(self.roots) + (self.extra() if self.extra else 0)
         if used > self.limit_bytes and self.exceeded_at is None:
             self.exceeded_at = used
             self.on_exceeded()
@@ -81,6 +85,7 @@ class DiskWatch:
     def check(self) -> None:
         if self.exceeded_at is not None:
             raise DiskQuotaExceeded(
-                f"disk_quota: the workspace and the sandbox's private files use "
+                f"disk_quota: the workspace and the sandbox's private files (deleted but "
+                f"still open ones included) use "
                 f"{self.exceeded_at / 1024**2:.0f} MiB, over the limit of "
                 f"{self.limit_bytes / 1024**2:.0f} MiB; the command was killed")

@@ -20,6 +20,13 @@ shell string):
             "timed_out": false, "seconds": 1.2, "truncated": false}
     {"id": 3, "op": "ping"} -> {"id": 3, "ok": true, "pid": 2}
     anything malformed -> {"id": ..., "ok": false, "error": "..."}
+
+The sandboxed backend passes `--fd-in N --fd-out M`: private pipes that bwrap's init
+does not keep, so no sandboxed process holds them, and the runner makes itself
+non-dumpable before it reads anything, so /proc/<runner>/fd and ptrace are closed to
+the commands it runs (same uid, no capabilities). The first line on fd-in is then a
+hex key, and every reply goes out as `<hex HMAC-SHA256 of the JSON> <JSON>`: a reply
+the host did not get from this runner fails the check, whatever route it took.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob as globlib
+import hashlib
+import hmac
 import json
 import os
 import selectors
@@ -410,10 +419,28 @@ def handle(request: Any) -> dict[str, Any]:
     return reply
 
 
-def serve(single: bool) -> int:
-    stdin, stdout = sys.stdin.buffer, sys.stdout
+def seal() -> None:
+    """PR_SET_DUMPABLE 0: same-uid processes without CAP_SYS_PTRACE (every command we
+    run) can no longer open /proc/<runner>/fd/*, read its memory or ptrace it."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def serve(single: bool, fd_in: int | None = None, fd_out: int | None = None) -> int:
+    if fd_in is not None and fd_out is not None:
+        seal()
+        reader = os.fdopen(fd_in, "rb")
+        writer = os.fdopen(fd_out, "wb")
+        key: bytes | None = bytes.fromhex(reader.readline().decode("ascii").strip())
+    else:
+        reader, writer, key = sys.stdin.buffer, sys.stdout.buffer, None
     while True:
-        line = stdin.readline()
+        line = reader.readline()
         if not line:
             return 0
         if not line.strip():
@@ -424,8 +451,11 @@ def serve(single: bool) -> int:
             reply = {"id": None, "ok": False, "error": f"bad JSON: {exc}"}
         else:
             reply = handle(request)
-        stdout.write(json.dumps(reply) + "\n")
-        stdout.flush()
+        body = json.dumps(reply).encode()
+        if key is not None:
+            body = hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b" " + body
+        writer.write(body + b"\n")
+        writer.flush()
         if single:
             return 0
 
@@ -438,13 +468,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--default-timeout", type=float, default=Settings.default_timeout)
     parser.add_argument("--max-timeout", type=float, default=Settings.max_timeout)
     parser.add_argument("--bash-chars", type=int, default=Settings.bash_chars)
+    parser.add_argument("--fd-in", type=int, help="request pipe (default: stdin)")
+    parser.add_argument("--fd-out", type=int, help="reply pipe (default: stdout)")
     options = parser.parse_args(argv)
     Settings.reap = options.reap
     Settings.default_timeout = options.default_timeout
     Settings.max_timeout = options.max_timeout
     Settings.bash_chars = options.bash_chars
     os.chdir(options.workdir)
-    return serve(single=options.mode == "once")
+    return serve(options.mode == "once", options.fd_in, options.fd_out)
 
 
 if __name__ == "__main__":

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
+import hmac
 import itertools
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from sandbox.base import ExecResult, SandboxConfig, SandboxError
 from sandbox.disk_quota import DiskQuotaExceeded, DiskWatch
+from sandbox.usage_watch import UsageWatch, measure
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 # Time the runner gets beyond a command's own timeout to kill, reap and answer.
@@ -29,6 +33,11 @@ GRACE_SECONDS = 10.0
 NON_BASH_TOOL_SECONDS = 120.0
 STARTUP_SECONDS = 30.0
 EXEC_OUTPUT_CHARS = 200_000
+# The largest honest reply is a few MiB (1,000 Glob paths, JSON-escaped): anything
+# longer is a broken or hostile runner, refused before it is buffered whole.
+MAX_MESSAGE_BYTES = 64 * 1024**2
+READ_CHUNK_BYTES = 1 << 20
+STDERR_LINE_BYTES = 4096
 
 
 class RunnerGone(Exception):
@@ -40,29 +49,49 @@ class RunnerGone(Exception):
 
 
 class RunnerProcess:
-    """A started runner; `request` sends one JSON line and waits for its answer."""
+    """A started runner; `request` sends one JSON line and waits for its answer.
+
+    The protocol runs over two pipes of its own (`--fd-in`/`--fd-out` appended to argv,
+    which must end with the runner's own arguments), never over stdio: bwrap's init
+    keeps its stdio, and every sandboxed process can reach that through /proc/1/fd.
+    Replies are authenticated with a per-spawn key and bounded in size.
+    """
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str | None = None,
                  pass_fds: tuple[int, ...] = (), preexec_fn: Callable[[], None] | None = None,
                  user: int | None = None, group: int | None = None) -> None:
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        self._key = secrets.token_bytes(32)
+        argv = [*argv, "--fd-in", str(request_read), "--fd-out", str(reply_write)]
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=cwd, pass_fds=pass_fds, preexec_fn=preexec_fn,
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, env=env, cwd=cwd,
+                pass_fds=(*pass_fds, request_read, reply_write), preexec_fn=preexec_fn,
                 user=user, group=group, extra_groups=[] if user is not None else None,
                 start_new_session=True,  # one process group to kill, whatever happens inside
             )
         except OSError as exc:
+            os.close(request_write)
+            os.close(reply_read)
             raise SandboxError(f"cannot start the sandbox runner: {exc}") from exc
+        finally:  # the child's ends: once it has them, only it may hold them
+            os.close(request_read)
+            os.close(reply_write)
+        self._requests = os.fdopen(request_write, "wb")
+        self._replies = reply_read
         self._buffer = bytearray()
         self._ids = itertools.count(1)
         self._stderr_tail: collections.deque[bytes] = collections.deque(maxlen=64)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
+        self._send(self._key.hex().encode() + b"\n")
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, b""):
+        # Bounded lines: bwrap's init keeps this pipe, so a sandboxed process may write here.
+        for line in iter(lambda: self.proc.stderr.readline(STDERR_LINE_BYTES), b""):  # type: ignore[union-attr]
             self._stderr_tail.append(line[:2000])
 
     def stderr_tail(self) -> str:
@@ -71,19 +100,25 @@ class RunnerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def request(self, payload: dict[str, Any], seconds: float) -> dict[str, Any]:
-        request_id = next(self._ids)
-        line = json.dumps({**payload, "id": request_id}) + "\n"
+    def _send(self, data: bytes) -> None:
         try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(line.encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
+            self._requests.write(data)
+            self._requests.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
             self.kill()
             raise RunnerGone(f"the sandbox runner is gone ({exc}); {self._why()}") from exc
+
+    def request(self, payload: dict[str, Any], seconds: float) -> dict[str, Any]:
+        request_id = next(self._ids)
+        self._send(json.dumps({**payload, "id": request_id}).encode() + b"\n")
         reply_line = self._read_line(time.monotonic() + seconds)
+        mac, _, body = reply_line.partition(b" ")
+        expected = hmac.new(self._key, body, hashlib.sha256).hexdigest().encode()
+        if not hmac.compare_digest(mac, expected):
+            self.kill()
+            raise RunnerGone("the sandbox runner's reply failed authentication (forged?)")
         try:
-            reply = json.loads(reply_line)
+            reply = json.loads(body)
         except ValueError:
             reply = None
         if not isinstance(reply, dict) or reply.get("id") != request_id:
@@ -94,16 +129,18 @@ class RunnerProcess:
         return reply
 
     def _read_line(self, deadline: float) -> bytes:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
         with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
+            selector.register(self._replies, selectors.EVENT_READ)
             while b"\n" not in self._buffer:
+                if len(self._buffer) > MAX_MESSAGE_BYTES:
+                    self.kill()
+                    raise RunnerGone(f"the sandbox runner sent a message over "
+                                     f"{MAX_MESSAGE_BYTES // 1024**2} MiB; it was killed")
                 wait = deadline - time.monotonic()
                 if wait <= 0 or not selector.select(wait):
                     self.kill()
                     raise RunnerGone("the sandbox runner did not answer in time", timed_out=True)
-                chunk = os.read(fd, 1 << 20)
+                chunk = os.read(self._replies, READ_CHUNK_BYTES)
                 if not chunk:
                     self.kill()
                     raise RunnerGone(f"the sandbox runner died; {self._why()}")
@@ -127,17 +164,18 @@ class RunnerProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        if self._replies >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._replies)
+            self._replies = -1
         self._stderr_thread.join(timeout=1)
 
     def close(self) -> None:
         """Ask politely (EOF), then kill the group so no stray process survives."""
         try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
+            self._requests.close()
             self.proc.wait(timeout=2)
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -183,8 +221,10 @@ def exec_result(reply: dict[str, Any]) -> ExecResult:
     )
 
 
-def exec_failure(exc: RunnerGone, seconds: float) -> ExecResult:
-    return ExecResult(exit_code=None, stdout="", stderr=f"[sandbox: {exc}]",
+def exec_failure(exc: RunnerGone, seconds: float,
+                 usage: UsageWatch | None = None) -> ExecResult:
+    why = (usage.failure() if usage is not None else None) or str(exc)
+    return ExecResult(exit_code=None, stdout="", stderr=f"[sandbox: {why}]",
                       timed_out=exc.timed_out, seconds=seconds)
 
 
@@ -220,8 +260,8 @@ class RunnerBackedSandbox:
                 self._runner = None
 
     def _started(self, *, network: bool) -> RunnerProcess:
-        runner = self._spawn(network=network)
         try:
+            runner = self._spawn(network=network)
             runner.request({"op": "ping"}, STARTUP_SECONDS)
         except RunnerGone as exc:
             raise SandboxError(f"the sandbox did not start: {exc}") from exc
@@ -246,12 +286,14 @@ class RunnerBackedSandbox:
         request = {"op": "tool", "name": name, "args": args}
         with self._lock:
             runner = self._ensure()
-            with self._disk_watch(runner) as watch:
+            with self._disk_watch(runner) as watch, self._watch_usage(runner) as usage:
                 try:
                     output = str(runner.request(request, seconds)["output"])
                 except RunnerGone as exc:
                     self._runner = None  # restarted lazily by the next call
                     output = tool_failure_text(name, exc, seconds - GRACE_SECONDS)
+                    if usage is not None and usage.failure():
+                        output = f"SandboxError: {usage.failure()}"
             self._enforce_quota(watch)
             return output
 
@@ -264,18 +306,37 @@ class RunnerBackedSandbox:
             return self._exec_with_network(request, seconds)
         with self._lock:
             runner = self._ensure()
-            with self._disk_watch(runner) as watch:
+            with self._disk_watch(runner) as watch, self._watch_usage(runner) as usage:
                 try:
                     result = exec_result(runner.request(request, seconds + GRACE_SECONDS))
                 except RunnerGone as exc:
                     self._runner = None
-                    result = exec_failure(exc, seconds)
+                    result = exec_failure(exc, seconds, usage)
             self._enforce_quota(watch)
             return result
 
     def _disk_watch(self, runner: RunnerProcess) -> DiskWatch:
-        return DiskWatch([self.config.workspace, self.config.private_dir],
-                         self.config.limits.disk_bytes, runner.signal_kill)
+        roots = [self.config.workspace, self.config.private_dir]
+        devices = {os.stat(root).st_dev for root in roots if root.exists()}
+
+        def deleted_but_open() -> int:
+            return measure(runner.proc.pid, disk_devices=devices,
+                           count_memory=False).deleted_disk_bytes
+        return DiskWatch(roots, self.config.limits.disk_bytes, runner.signal_kill,
+                         extra=deleted_but_open)
+
+    def _usage_watch(self, runner: RunnerProcess) -> UsageWatch | None:
+        """The host-side memory and process watch, for backends that need one."""
+        return None
+
+    @contextlib.contextmanager
+    def _watch_usage(self, runner: RunnerProcess) -> Iterator[UsageWatch | None]:
+        watch = self._usage_watch(runner)
+        if watch is None:
+            yield None
+            return
+        with watch:
+            yield watch
 
     def _enforce_quota(self, watch: DiskWatch) -> None:
         """Past the quota the run cannot go on (the files stay until the run's directory
@@ -296,11 +357,11 @@ class RunnerBackedSandbox:
                 self._prepared = True
         runner = self._started(network=True)
         try:
-            with self._disk_watch(runner) as watch:
+            with self._disk_watch(runner) as watch, self._watch_usage(runner) as usage:
                 try:
                     result = exec_result(runner.request(request, seconds + GRACE_SECONDS))
                 except RunnerGone as exc:
-                    result = exec_failure(exc, seconds)
+                    result = exec_failure(exc, seconds, usage)
         finally:
             runner.close()
         self._enforce_quota(watch)
