@@ -10,6 +10,8 @@ real Gemma 270M GGUF shows that a production model loads and generates.
 from __future__ import annotations
 
 import itertools
+import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,81 @@ def test_invalid_utf8_is_replaced_and_noted(tiny_qwen35_gguf: Path) -> None:
     turn = model.complete(task(), TOOLS, TurnBudget(max_tokens=3))
     assert turn.raw_text == "\ufffd" * 3
     assert any("not valid UTF-8" in note for note in turn.notes)
+
+
+# --- sampling order ------------------------------------------------------------------------
+
+DRAWS = 2000
+A, B = ord("a"), ord("b")  # byte tokens: id == byte value
+
+
+def two_token_bias(path: Path, p_a: float) -> dict[int, float]:
+    """A logit bias that turns the model's next-token distribution after `task()` into
+    exactly {a: p_a, b: 1 - p_a}: the raw logits are measured, then shifted."""
+    import llama_cpp
+    import numpy as np
+
+    model = LlamaCppModel(path, settings=SETTINGS)
+    llm = model.resident.llm
+    model.resident.extend_to(model.tokenize(model.render_prompt(task(), TOOLS)))
+    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1),
+                                   shape=(llm.n_vocab(),))
+    bias = dict.fromkeys(range(llm.n_vocab()), -1e4)
+    bias[A] = math.log(p_a) - float(logits[A])
+    bias[B] = math.log(1 - p_a) - float(logits[B])
+    return bias
+
+
+def draw_first_tokens(path: Path, bias: dict[int, float]) -> Counter[str]:
+    """`DRAWS` first tokens through the backend (each draw a retry of the same turn)."""
+    model = LlamaCppModel(path, settings=SETTINGS, sampling=Sampling(seed=11), logit_bias=bias)
+    return Counter(model.complete(task(), TOOLS, TurnBudget(max_tokens=1)).raw_text
+                   for _ in range(DRAWS))
+
+
+def draw_with_stock_chain(path: Path, bias: dict[int, float]) -> Counter[str]:
+    """The same draws with llama-cpp-python's own chain: top-k, top-p, min-p, then T."""
+    import llama_cpp
+
+    stock = llama_cpp.Llama(model_path=str(path), n_ctx=4096, n_threads=2, verbose=False)
+    ids = list(bias)
+    shift = [bias[i] for i in ids]
+
+    def add_bias(_ids: Any, scores: Any) -> Any:
+        scores[ids] += shift
+        return scores
+
+    prompt = stock.tokenize(render_chat_template(task(), TOOLS).encode(), add_bos=False,
+                            special=True)
+    counts: Counter[str] = Counter()
+    for draw in range(DRAWS):
+        stock.set_seed(draw)
+        tokens = stock.generate(prompt, temp=0.6, top_p=0.95, top_k=20, min_p=0.0,
+                                logits_processor=[add_bias])
+        counts[stock.detokenize([next(tokens)]).decode()] += 1
+        tokens.close()
+    stock.close()
+    return counts
+
+
+def test_temperature_comes_before_top_p_as_in_vllm(tiny_qwen35_gguf: Path) -> None:
+    # p = .947/.053 at T = 0.6 is .9919/.0081: vLLM's nucleus (top_p .95) keeps `a` alone.
+    bias = two_token_bias(tiny_qwen35_gguf, 0.947)
+    assert draw_first_tokens(tiny_qwen35_gguf, bias) == {"a": DRAWS}
+    # llama-cpp-python's order cuts the nucleus before the temperature: both survive,
+    # and `b` comes up at its tempered rate (expected 16 of 2000).
+    stock = draw_with_stock_chain(tiny_qwen35_gguf, bias)
+    assert set(stock) == {"a", "b"}
+    assert 4 <= stock["b"] <= 35
+
+
+def test_temperature_shapes_the_distribution(tiny_qwen35_gguf: Path) -> None:
+    # p = .7/.3 at T = 0.6 is .804/.196 (both inside the nucleus); at T = 1 it would stay .7.
+    counts = draw_first_tokens(tiny_qwen35_gguf, two_token_bias(tiny_qwen35_gguf, 0.7))
+    tempered = 0.7 ** (1 / 0.6) / (0.7 ** (1 / 0.6) + 0.3 ** (1 / 0.6))
+    sigma = math.sqrt(DRAWS * tempered * (1 - tempered))
+    assert set(counts) == {"a", "b"}
+    assert abs(counts["a"] - DRAWS * tempered) < 4.5 * sigma
 
 
 # --- token-level history -------------------------------------------------------------------

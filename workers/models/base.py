@@ -34,7 +34,9 @@ class ModelLoadError(ModelError):
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling as in Microsoft's evaluation config (leaf-contract §4); sent explicitly."""
+    """Sampling as in Microsoft's evaluation config (docs/LEAF_CONTRACT.md §4); sent
+    explicitly. The in-process backend applies them in vLLM's order: temperature first,
+    then min-p, top-k and top-p (`workers.models.llama_resident.SamplerChain`)."""
 
     temperature: float = 0.6
     top_p: float = 0.95
@@ -58,7 +60,7 @@ class ToolCall:
     """One tool call as parsed from the model.
 
     `arguments` is always a dict: arguments that were not valid JSON or not an
-    object become `{}` (leaf-contract §3), and `raw_arguments` keeps the text.
+    object become `{}` (docs/LEAF_CONTRACT.md §3), and `raw_arguments` keeps the text.
     """
 
     id: str

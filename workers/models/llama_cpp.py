@@ -1,6 +1,6 @@
 """FrogNano in process with llama-cpp-python.
 
-Why the prompt is handled at the token level (leaf-contract §6): FrogNano is a
+Why the prompt is handled at the token level (docs/LEAF_CONTRACT.md §6): FrogNano is a
 hybrid recurrent model, and llama.cpp cannot roll a recurrent state back. A
 prompt that diverges from the cached tokens anywhere before their end is
 re-evaluated from scratch, so re-rendering the template every turn costs O(n²)
@@ -17,7 +17,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,13 @@ from workers.models.base import (
     Usage,
 )
 from workers.models.chat_template import ChatTemplateError, normalize_messages, render_chat_template
-from workers.models.llama_resident import LlamaSettings, ResidentModel, Snapshot, load_resident
+from workers.models.llama_resident import (
+    LlamaSettings,
+    ResidentModel,
+    SamplerChain,
+    Snapshot,
+    load_resident,
+)
 from workers.models.qwen3coder import new_call_id, parse_assistant_text
 
 __all__ = ["LlamaCppModel", "LlamaSettings"]
@@ -262,7 +268,8 @@ class LlamaCppModel:
         llm = self.resident.llm
         sampling = self.sampling
         self._turns += 1
-        llm.set_seed((self.seed + self._turns - 1) % 2**32)
+        seed = (self.seed + self._turns - 1) % 2**32
+        llm.set_seed(seed)
         resets_before = llm.resets
         limit = min(budget.max_tokens, room)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -274,16 +281,14 @@ class LlamaCppModel:
         first_token_at: float | None = None
         evaluated_before = llm.tokens_evaluated
         evaluated = 0
-        tokens = llm.generate(
-            prompt,
-            # Every knob explicit: llama-cpp-python's defaults differ from the
-            # evaluation config (leaf-contract §4).
-            temp=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-            min_p=sampling.min_p, typical_p=1.0, repeat_penalty=sampling.repetition_penalty,
-            frequency_penalty=0.0, presence_penalty=0.0, tfs_z=1.0, mirostat_mode=0,
-            mirostat_tau=5.0, mirostat_eta=0.1, penalize_nl=False,
-            logits_processor=self._logits_processors(), grammar=self._grammar(),
-        )
+        # Every knob explicit, in the evaluation engine's order: llama-cpp-python's
+        # defaults and its temperature-last chain differ (docs/LEAF_CONTRACT.md §4).
+        llm.sampler_chain = SamplerChain(
+            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+            min_p=sampling.min_p, seed=seed,
+            repetition_penalty=sampling.repetition_penalty,
+            logit_bias=tuple(self._logit_bias.items()), grammar=self._grammar())
+        tokens = llm.generate(prompt)  # its sampler is built from llm.sampler_chain
         try:
             for token in tokens:
                 if first_token_at is None:
@@ -304,6 +309,7 @@ class LlamaCppModel:
                         f"({len(generated)} tokens)")
         finally:
             tokens.close()
+            llm.sampler_chain = None
         pieces.append(decoder.decode(b"", final=True))
         finished = time.perf_counter()
         notes = []
@@ -319,20 +325,6 @@ class LlamaCppModel:
                            evaluated=evaluated, prompt_seconds=first - started,
                            completion_seconds=finished - first,
                            reset=llm.resets > resets_before, notes=notes)
-
-    def _logits_processors(self) -> list[Callable[[Any, Any], Any]] | None:
-        if not self._logit_bias:
-            return None
-        import numpy as np
-
-        ids = np.array(list(self._logit_bias), dtype=np.intc)
-        bias = np.array(list(self._logit_bias.values()), dtype=np.single)
-
-        def add_bias(_input_ids: Any, scores: Any) -> Any:
-            scores[ids] += bias
-            return scores
-
-        return [add_bias]
 
     def _grammar(self) -> Any:
         if self._grammar_text is None:

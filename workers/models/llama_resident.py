@@ -31,6 +31,55 @@ class LlamaSettings:
     flash_attn: bool = False
 
 
+@dataclass(frozen=True)
+class SamplerChain:
+    """How one generation draws its tokens, in the order of the evaluation engine.
+
+    vLLM and SGLang, where Microsoft evaluated FrogNano, apply logit bias, penalties
+    and grammar, then the temperature, then min-p, top-k and top-p on the tempered
+    distribution, then draw. llama-cpp-python's stock chain applies the temperature
+    last, after top-p: with p = .947/.053, T = 0.6 and top_p = 0.95 its nucleus keeps
+    both tokens where vLLM's keeps one (docs/LEAF_CONTRACT.md §4). Known remaining
+    difference: llama.cpp's repetition penalty sees the last 64 generated tokens,
+    vLLM's the prompt and all output; the contract's penalty is 1.0 (off).
+    """
+
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    seed: int
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    grammar: Any = None  # a llama_cpp.LlamaGrammar
+
+    def build(self, llm: Any) -> Any:
+        """The llama.cpp sampler chain (a `llama_cpp._internals.LlamaSampler`)."""
+        from llama_cpp import _internals
+
+        sampler = _internals.LlamaSampler()
+        n_vocab = llm.n_vocab()
+        if self.logit_bias:
+            sampler.add_logit_bias(n_vocab, dict(self.logit_bias))
+        if self.repetition_penalty != 1.0:
+            sampler.add_penalties(n_vocab, llm.last_n_tokens_size, self.repetition_penalty,
+                                  0.0, 0.0)
+        if self.grammar is not None:
+            sampler.add_grammar(llm._model, self.grammar)
+        if self.temperature <= 0.0:
+            sampler.add_greedy()
+            return sampler
+        sampler.add_temp(self.temperature)
+        if self.min_p > 0.0:
+            sampler.add_min_p(self.min_p, 1)
+        if self.top_k > 0:
+            sampler.add_top_k(self.top_k)
+        if self.top_p < 1.0:
+            sampler.add_top_p(self.top_p, 1)
+        sampler.add_dist(self.seed)
+        return sampler
+
+
 @dataclass
 class Snapshot:
     """The complete context state (attention cache and recurrent states) at `tokens`."""
@@ -45,10 +94,18 @@ def _counting_llama_class() -> type:
 
     class CountingLlama(Llama):  # type: ignore[misc]
         """Counts the tokens handed to llama_decode and the context resets: the
-        honest measure of prompt reuse (llama.cpp's perf counters are not)."""
+        honest measure of prompt reuse (llama.cpp's perf counters are not); and
+        samples with `sampler_chain` while one is set (under the resident lock)."""
 
         tokens_evaluated = 0
         resets = 0
+        sampler_chain: SamplerChain | None = None
+
+        def _init_sampler(self, **stock: Any) -> Any:
+            # `generate` builds its sampler here; the stock chain when none is set.
+            if self.sampler_chain is None:
+                return super()._init_sampler(**stock)
+            return self.sampler_chain.build(self)
 
         def eval(self, tokens: Any) -> None:
             self.tokens_evaluated += len(tokens)
