@@ -4,7 +4,6 @@ same sandbox must answer the next call (what the worker's next step or run needs
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,9 +34,10 @@ def still_serves(sandbox: Sandbox) -> bool:
     return "Exit code: 0\nSTDOUT:\nalive" in sandbox.run_tool("Bash", {"command": "echo alive"})
 
 
-def sandbox_uid_processes() -> int:
-    """Host processes of the sandbox uid (65534 when the worker is root)."""
-    uid = 65534 if os.geteuid() == 0 else os.getuid()
+def sandbox_uid_processes(sandbox: Sandbox) -> int:
+    """Host processes of the sandbox's uid: its own leased uid when the worker is root
+    (sandbox/uid_pool.py), the worker's uid otherwise."""
+    uid = sandbox.uid  # type: ignore[attr-defined]
     count = 0
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -58,10 +58,11 @@ def test_fork_bomb(sandbox: Sandbox, scorecard: Recorder) -> None:
     record = scorecard("6a-sandbox-fork-bomb", "Sandbox abuse: fork bomb",
                        "stopped by the process limit and the timeout; nothing left "
                        "running; the sandbox serves the next call")
-    before = sandbox_uid_processes()
+    before = sandbox_uid_processes(sandbox)
+    assert before >= 3, "bwrap, its init and the runner run as the sandbox uid"
     _, seconds = bash(sandbox, ":(){ :|:& };:; sleep 5", timeout=8)
     time.sleep(0.5)
-    after = sandbox_uid_processes()
+    after = sandbox_uid_processes(sandbox)
     record.observed = {"call seconds": seconds, "sandbox-uid processes before": before,
                        "after": after, "max processes": WORKER_LIMITS.max_processes}
     assert seconds < 8 + 15
