@@ -228,3 +228,35 @@ def test_a_fork_bomb_in_one_sandbox_does_not_stop_another(tight) -> None:
     finally:
         bomb.join()
     assert wait_gone("sleep 3017") == []
+
+
+def test_bind_sources_are_host_owned_and_checked(sb) -> None:
+    """passwd/group come from a host-owned dir outside anything the sandbox can write;
+    a bind source turned into a link is refused before the next start."""
+    from sandbox.base import SandboxError
+
+    files = sb._host_files
+    writable = (sb.config.workspace.resolve(), sb.config.private_dir.resolve())
+    assert not any(root in files.resolve().parents for root in writable)
+    assert files.stat().st_uid == os.geteuid() and files.stat().st_mode & 0o777 == 0o755
+    assert "sandbox:x:" in bash(sb, "cat /etc/passwd")
+    appended = bash(sb, "echo x >> /etc/passwd")
+    assert "Read-only file system" in appended or "Permission denied" in appended
+    original = (files / "passwd").read_text()
+    (files / "passwd").rename(files / "passwd.real")
+    (files / "passwd").symlink_to("/etc/passwd")
+    try:
+        with pytest.raises(SandboxError, match="cannot be opened safely"):
+            sb._check_bind_sources()
+    finally:
+        (files / "passwd").unlink()
+        (files / "passwd.real").rename(files / "passwd")
+    assert (files / "passwd").read_text() == original
+
+
+def test_enforcement_is_described() -> None:
+    from sandbox.enforcement import describe_host
+
+    lines = describe_host(SandboxLimits(memory_bytes=300 * 1024**2))
+    assert lines[0].startswith("whole sandbox") and "300 MiB" in lines[0]
+    assert any(line.startswith("per process only") for line in lines)
