@@ -41,6 +41,8 @@ RUN_STATUSES = ("queued", "running", "passed", "failed", "error", "superseded")
 FINISHED_STATUSES = frozenset({"passed", "failed", "error", "superseded"})
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# An arbitrary constant: one migrator at a time per PostgreSQL database (migrations/env.py).
+PG_MIGRATION_LOCK = 0x46524F47
 
 
 def default_database_url(state_dir: Path) -> str:
@@ -55,7 +57,7 @@ class Run(Base):
     __tablename__ = "runs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    repo: Mapped[str] = mapped_column(String(400))  # owner/name, or a local path for solve
+    repo: Mapped[str] = mapped_column(Text)  # owner/name, or a local path for solve
     issue: Mapped[str] = mapped_column(String(200))  # the issue number, or solve's slug
     trigger: Mapped[str] = mapped_column(String(32))  # label, retry, solve
     attempt: Mapped[int] = mapped_column(Integer, default=1)
@@ -139,6 +141,9 @@ class ToolStat(Base):
 
 
 _UPDATABLE = frozenset(c.key for c in Run.__table__.columns) - {"id", "created_at"}
+# PostgreSQL refuses a longer value, SQLite keeps it: checked here so both behave alike.
+_MAX_LENGTH = {c.key: c.type.length for c in Run.__table__.columns
+               if isinstance(c.type, String) and c.type.length}
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -271,7 +276,7 @@ class RunStore:
 
     def create_run(self, *, repo: str, issue: str | int, trigger: str, attempt: int,
                    status: str = "running", **fields: Any) -> int:
-        _check(status, fields)
+        _check(status, {"repo": repo, "issue": str(issue), "trigger": trigger, **fields})
         now = time.time()
         run = Run(repo=repo, issue=str(issue), trigger=trigger, attempt=attempt, status=status,
                   created_at=now, updated_at=now,
@@ -387,6 +392,10 @@ def _check(status: str, fields: dict[str, Any]) -> None:
     unknown = set(fields) - _UPDATABLE
     if unknown:
         raise ValueError(f"not run record fields: {', '.join(sorted(unknown))}")
+    for key, value in fields.items():
+        limit = _MAX_LENGTH.get(key)
+        if limit and isinstance(value, str) and len(value) > limit:
+            raise ValueError(f"{key} is longer than {limit} characters")
 
 
 def _encoded(fields: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
-pytest_plugins = ("tests.conftest_gguf", "tests.redis_server")
+pytest_plugins = ("tests.conftest_gguf", "tests.redis_server", "tests.postgres_server")
 
 
 def git(cwd: Path, *args: str) -> str:

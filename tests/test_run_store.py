@@ -1,5 +1,6 @@
-"""Run records on SQLite: migrations, the API, recording from a transcript, several writing
-processes at once, and a real `frognano solve` showing up as a run."""
+"""Run records on SQLite and on a real PostgreSQL server (tests/postgres_server.py):
+migrations, the API, recording from a transcript, several writing processes at once, and a
+real `frognano solve` showing up as a run."""
 
 from __future__ import annotations
 
@@ -11,12 +12,21 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event, inspect, text
 
 from bot.logs import JsonFormatter, json_handler, run_context
-from runstore.store import RunStore, default_database_url, open_run_store
+from runstore.store import (
+    PG_MIGRATION_LOCK,
+    RunStore,
+    default_database_url,
+    open_run_store,
+    upgrade_database,
+)
 from tests.conftest import make_repo
+from tests.postgres_server import PostgresServer
 from workers.models.scripted import final_answer, think_and_call
 from workers.run_recording import RunRecorder, status_for_outcome, tool_stats
 
@@ -25,22 +35,61 @@ def _url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
-def test_migrations_apply_once_and_enable_wal(tmp_path: Path) -> None:
-    RunStore(_url(tmp_path)).ping()
-    RunStore(_url(tmp_path)).ping()  # reopening is a no-op upgrade
-    db = sqlite3.connect(tmp_path / "runs.db")
-    assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0001",)]
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+def test_migrations_apply_once(database_url: str) -> None:
+    RunStore(database_url).ping()
+    store = RunStore(database_url)  # reopening is a no-op upgrade
+    with store.engine.connect() as connection:
+        versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+        tables = set(inspect(connection).get_table_names())
+        if connection.dialect.name == "sqlite":
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    assert [version for (version,) in versions] == ["0002"]
     assert {"runs", "run_events", "run_tool_stats"} <= tables
-    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    store.close()
+
+
+def test_the_migration_lock_is_held_until_the_schema_is_committed(postgres_url: str) -> None:
+    """The receiver and every worker migrate on start: the next migrator may only get in
+    once this one's tables are visible to it, or it creates them again."""
+    store = RunStore(postgres_url, migrate=False)
+    prober = RunStore(postgres_url, migrate=False)
+    free_at_commit: list[bool] = []
+
+    @event.listens_for(store.engine, "commit")
+    def _probe(_: object) -> None:
+        with prober.engine.connect() as other:
+            got = other.execute(text("SELECT pg_try_advisory_lock(:key)"),
+                                {"key": PG_MIGRATION_LOCK}).scalar()
+            if got:
+                other.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PG_MIGRATION_LOCK})
+        free_at_commit.append(bool(got))
+
+    upgrade_database(store.engine)
+    upgrade_database(store.engine)  # and the no-op upgrade of an up-to-date database
+    assert free_at_commit == [False, False]
+    store.close()
+    prober.close()
+
+
+def test_long_values_behave_alike_on_both_backends(database_url: str) -> None:
+    store = RunStore(database_url)
+    checkout = "/" + "/".join(["d" * 60] * 12)  # solve records the checkout's absolute path
+    run_id = store.create_run(repo=checkout, issue="slug", trigger="solve", attempt=1)
+    assert store.get_run(run_id).repo == checkout
+    assert store.find_run(checkout, "slug", 1).id == run_id
+    with pytest.raises(ValueError, match="exit_reason is longer than 64 characters"):
+        store.update_run(run_id, exit_reason="x" * 65)
+    with pytest.raises(ValueError, match="issue is longer than 200 characters"):
+        store.create_run(repo="o/r", issue="i" * 201, trigger="solve", attempt=1)
+    store.close()
 
 
 def test_default_url_lives_in_the_state_dir(tmp_path: Path) -> None:
     assert default_database_url(tmp_path) == f"sqlite:///{tmp_path.resolve()}/frognano.db"
 
 
-def test_create_update_get_list_and_find(tmp_path: Path) -> None:
-    store = RunStore(_url(tmp_path))
+def test_create_update_get_list_and_find(database_url: str, tmp_path: Path) -> None:
+    store = RunStore(database_url)
     first = store.create_run(repo="octo/calc", issue=1, trigger="label", attempt=1,
                              transcript_path=tmp_path / "t.jsonl")
     second = store.create_run(repo="octo/other", issue=7, trigger="retry", attempt=2)
@@ -66,8 +115,8 @@ def test_create_update_get_list_and_find(tmp_path: Path) -> None:
         store.update_run(first, colour="green")
 
 
-def test_a_redelivered_attempt_reuses_its_record(tmp_path: Path) -> None:
-    store = RunStore(_url(tmp_path))
+def test_a_redelivered_attempt_reuses_its_record(database_url: str) -> None:
+    store = RunStore(database_url)
     first = store.start_run(repo="o/r", issue=3, trigger="label", attempt=1)
     store.update_run(first, status="error")
     again = store.start_run(repo="o/r", issue=3, trigger="label", attempt=1)
@@ -97,8 +146,9 @@ def _records() -> list[dict]:
     ]
 
 
-def test_recorder_fills_the_record_from_the_transcript(tmp_path: Path) -> None:
-    store = RunStore(_url(tmp_path))
+def test_recorder_fills_the_record_from_the_transcript(database_url: str,
+                                                       tmp_path: Path) -> None:
+    store = RunStore(database_url)
     recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", attempt=1)
     with recorder.transcript(tmp_path / "t.jsonl") as transcript:
         for kind, fields in _records()[:4]:
@@ -141,8 +191,9 @@ def test_a_broken_database_never_stops_the_run(tmp_path: Path,
     assert RunRecorder.start(None, repo="o/r", issue=1, trigger="x").run_id is None
 
 
-def _writer(url: str, name: str, count: int) -> None:
-    store = RunStore(url)  # each process migrates on open, racing the other
+def _writer(url: str, name: str, count: int, ready: Any) -> None:
+    ready.wait()  # open at the same moment, so the migrations race
+    store = RunStore(url)
     for number in range(count):
         run_id = store.create_run(repo=f"o/{name}", issue=number, trigger="label", attempt=1)
         for seq in range(1, 4):
@@ -151,10 +202,13 @@ def _writer(url: str, name: str, count: int) -> None:
         store.update_run(run_id, status="passed", seconds=1.0)
 
 
-def test_two_processes_write_concurrently(tmp_path: Path) -> None:
-    url = _url(tmp_path)
+def test_two_processes_write_concurrently(database_url: str) -> None:
+    """Both open a fresh database, so their migrations race too."""
+    url = database_url
     context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=_writer, args=(url, name, 40)) for name in ("a", "b")]
+    ready = context.Barrier(2)
+    writers = [context.Process(target=_writer, args=(url, name, 40, ready))
+               for name in ("a", "b")]
     for writer in writers:
         writer.start()
     for writer in writers:
@@ -193,7 +247,18 @@ def test_open_run_store_hides_the_password(tmp_path: Path) -> None:
     assert "s3cret" not in str(failure.value) and "FROGNANO_DATABASE_URL" in str(failure.value)
 
 
-def test_frognano_solve_is_recorded(tmp_path: Path) -> None:
+def test_a_wrong_password_on_a_real_server_is_named_not_shown(
+        postgres_server: PostgresServer) -> None:
+    from runstore.store import RunStoreUnavailable
+
+    url = postgres_server.url().replace(postgres_server.password, "wrong-s3cret")
+    with pytest.raises(RunStoreUnavailable) as failure:
+        open_run_store(url)
+    assert "password authentication failed" in str(failure.value)
+    assert "wrong-s3cret" not in str(failure.value)
+
+
+def test_frognano_solve_is_recorded(database_url: str, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "calc", template="calc_repo")
     script = tmp_path / "script.json"
     script.write_text(json.dumps([
@@ -204,13 +269,18 @@ def test_frognano_solve_is_recorded(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = {**os.environ, "FROGNANO_STATE_DIR": str(state),
            "FROGNANO_WORK_DIR": str(tmp_path / "work")}
+    if database_url.startswith("postgresql"):
+        env["FROGNANO_DATABASE_URL"] = database_url  # the shared, multi-host setup
+    else:
+        env.pop("FROGNANO_DATABASE_URL", None)
+        database_url = default_database_url(state)  # the default: a file in the state dir
     done = subprocess.run(
         [sys.executable, "-m", "frognano", "solve", str(repo), "--issue", "add() subtracts",
          "--model", f"scripted:{script}", "--sandbox", "unsafe-local",
          "--test-cmd", f"{sys.executable} -m pytest -q -p no:cacheprovider"],
         env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    store = RunStore(default_database_url(state))
+    store = RunStore(database_url)
     (run,) = store.list_runs()
     assert (run.repo, run.issue, run.trigger, run.attempt) == (
         str(repo.resolve()), "add-subtracts", "solve", 1)

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from runstore.store import Base
-
-# An arbitrary constant: one migrator at a time per PostgreSQL database.
-_PG_MIGRATION_LOCK = 0x46524F47
+from runstore.store import PG_MIGRATION_LOCK, Base
 
 
 def run_migrations() -> None:
@@ -16,17 +13,15 @@ def run_migrations() -> None:
     if connection is None:
         raise RuntimeError("run migrations through runstore.store.upgrade_database(); "
                            "the command-line alembic needs a connection from there")
-    postgres = connection.dialect.name == "postgresql"
-    if postgres:
-        connection.exec_driver_sql(f"SELECT pg_advisory_lock({_PG_MIGRATION_LOCK})")
-    try:
-        context.configure(connection=connection, target_metadata=Base.metadata,
-                          render_as_batch=connection.dialect.name == "sqlite")
-        with context.begin_transaction():
-            context.run_migrations()
-    finally:
-        if postgres:
-            connection.exec_driver_sql(f"SELECT pg_advisory_unlock({_PG_MIGRATION_LOCK})")
+    if connection.dialect.name == "postgresql":
+        # A transaction-level lock, released by upgrade_database()'s commit: a session lock
+        # unlocked here, before that commit, let the next migrator in while the schema was
+        # still invisible to it, and it created alembic_version again (DuplicateTable).
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_MIGRATION_LOCK})")
+    context.configure(connection=connection, target_metadata=Base.metadata,
+                      render_as_batch=connection.dialect.name == "sqlite")
+    with context.begin_transaction():
+        context.run_migrations()
 
 
 run_migrations()
