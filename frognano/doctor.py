@@ -117,9 +117,20 @@ def check_model(settings: BotSettings) -> list[Check]:
         return [Check("model", "fail", str(exc), fix)]
     checks = [Check("model", "ok", f"{info.path} ({info.architecture}, "
                                    f"{info.parameter_count / 1e9:.2f} B parameters)")]
-    if info.chat_template is None:
+    if settings.chat_template is not None:
+        from workers.models.chat_template import load_chat_template
+
+        try:
+            load_chat_template(settings.chat_template)
+            checks.append(Check("chat template", "ok", f"{settings.chat_template} "
+                                                       "(FROGNANO_CHAT_TEMPLATE)"))
+        except ModelLoadError as exc:
+            checks.append(Check("chat template", "fail", str(exc),
+                                "fix or unset FROGNANO_CHAT_TEMPLATE"))
+    elif info.chat_template is None:
         checks.append(Check("chat template", "fail", "the GGUF carries no chat template",
-                            "use a FrogNano GGUF (bartowski/FrogNano-4B-2609-GGUF)"))
+                            "use a FrogNano GGUF (bartowski/FrogNano-4B-2609-GGUF), or set "
+                            "FROGNANO_CHAT_TEMPLATE to a Jinja template file"))
     else:
         checks.append(Check("chat template", "ok", f"{len(info.chat_template)} characters"))
     checks.append(check_gpu())
@@ -182,9 +193,18 @@ def check_app(settings: BotSettings) -> list[Check]:
     return checks
 
 
+def sandbox_limits() -> list[Check]:
+    """Which limits bind a sandbox as a whole here and which only each process: said, so
+    an operator need not read the code to learn that memory is watched, not enforced."""
+    from sandbox.enforcement import describe_host
+
+    return [Check("sandbox limits", "ok", line) for line in describe_host()]
+
+
 def all_checks(settings: BotSettings) -> list[Check]:
     sections: list[Callable[[], list[Check]]] = [
         lambda: [check_bubblewrap()],
+        sandbox_limits,
         lambda: [check_binary("git", "git", "the repo cache and the patch")],
         lambda: [check_redis(settings)],
         lambda: [check_database(settings)],

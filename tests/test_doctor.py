@@ -49,6 +49,9 @@ def test_a_configured_host_passes_every_check(tmp_path: Path, tiny_qwen35_gguf: 
     assert checks["redis"].status == "ok" and "answers" in checks["redis"].detail
     assert checks["chat template"].status == "ok"
     assert checks["bubblewrap"].status == "ok"
+    limits = [c.detail for c in all_checks(settings) if c.name == "sandbox limits"]
+    assert any(line.startswith("per process only") for line in limits)
+    assert any("memory" in line and line.startswith("whole sandbox") for line in limits)
     # This machine's llama.cpp is a CPU build: said, not hidden.
     assert checks["gpu offload"].status in ("ok", "warn")
     out = io.StringIO()
