@@ -39,6 +39,9 @@ class BotSettings(BaseSettings):
     github_api_url: str = Field(default="https://api.github.com", alias="GITHUB_API_URL")
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="FROGNANO_REDIS_URL")
     model: str | None = Field(default=None, alias="FROGNANO_MODEL")
+    chat_template: Path | None = Field(
+        default=None, alias="FROGNANO_CHAT_TEMPLATE",
+        description="Jinja chat template for a GGUF model that carries none.")
     trigger_label: str = Field(default="frognano", alias="FROGNANO_TRIGGER_LABEL")
     bot_login: str = Field(default="frognano[bot]", alias="FROGNANO_BOT_LOGIN",
                            description="The App's bot user (`<app slug>[bot]`); its own "

@@ -55,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
                        default=_env_int("FROGNANO_N_GPU_LAYERS", -1),
                        help="layers offloaded to the GPU for a GGUF model; -1 = all "
                             "($FROGNANO_N_GPU_LAYERS)")
+    solve.add_argument("--chat-template", type=Path, metavar="FILE",
+                       default=_env_path("FROGNANO_CHAT_TEMPLATE"),
+                       help="Jinja chat template for a GGUF that carries none "
+                            "($FROGNANO_CHAT_TEMPLATE)")
 
     from frognano.model_command import add_model_parser
 
@@ -99,6 +103,11 @@ def _env_int(name: str, default: int) -> int:
         raise SystemExit(f"frognano: error: {name} must be an integer, not {value!r}") from None
 
 
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
 def _positive(parser: argparse.ArgumentParser, name: str, value: float | None) -> None:
     if value is not None and value <= 0:
         parser.error(f"{name} must be positive, not {value}")
@@ -128,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model, max_steps=args.max_steps, max_attempts=args.max_attempts,
             timeout_minutes=args.timeout_minutes, sandbox=args.sandbox,
             transcript=args.transcript, seed=args.seed, keep_workspace=args.keep_workspace,
-            n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
+            n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers, chat_template=args.chat_template,
             database_url=os.environ.get("FROGNANO_DATABASE_URL"),
         )
         return run_solve(options, console)

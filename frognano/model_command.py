@@ -98,7 +98,8 @@ def _pull(repo: str, quant: str, console: Console) -> int:
     _print_info(info, console)
     if info.chat_template is None:
         console.print("[yellow]warning:[/yellow] this GGUF has no chat template; "
-                      "the in-process backend needs one")
+                      "the in-process backend needs one: pass a Jinja file with "
+                      "--chat-template FILE or FROGNANO_CHAT_TEMPLATE")
     console.print(f"\nready. Use it with:\n  export FROGNANO_MODEL={escape(str(path))}",
                   soft_wrap=True)
     return EXIT_OK

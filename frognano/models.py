@@ -17,13 +17,19 @@ class ModelSpecError(ValueError):
 
 
 def build_model(spec: str | None, sampling: Sampling,
-                llama_settings: LlamaSettings | None = None) -> ModelClient:
+                llama_settings: LlamaSettings | None = None,
+                chat_template: Path | None = None) -> ModelClient:
     """`http(s)://…` → OpenAI-compatible server; `PATH.gguf` → llama-cpp-python in this
-    process (with `llama_settings`); `scripted:FILE` → replay a JSON list of turns."""
+    process (with `llama_settings`, and `chat_template`, a Jinja file, for a GGUF that
+    carries none); `scripted:FILE` → replay a JSON list of turns."""
     if not spec:
         raise ModelSpecError(
             "no model given: pass --model URL (an OpenAI-compatible server such as "
             "llama-server, vLLM or SGLang) or set FROGNANO_MODEL")
+    if chat_template is not None and not spec.endswith(".gguf"):
+        raise ModelSpecError(
+            f"a chat template ({chat_template}) applies only to a .gguf model run in this "
+            "process; a model server renders its own")
     if spec.startswith(("http://", "https://")):
         from workers.models.openai_compat import OpenAICompatClient
 
@@ -43,10 +49,13 @@ def build_model(spec: str | None, sampling: Sampling,
         return ScriptedModel(turns)
     if spec.endswith(".gguf"):
         from workers.models.base import ModelLoadError
+        from workers.models.chat_template import load_chat_template
         from workers.models.llama_cpp import LlamaCppModel
 
         try:
-            return LlamaCppModel(spec, settings=llama_settings, sampling=sampling)
+            template = load_chat_template(chat_template) if chat_template else None
+            return LlamaCppModel(spec, settings=llama_settings, sampling=sampling,
+                                 chat_template=template)
         except ModelLoadError as exc:
             raise ModelSpecError(str(exc)) from None
     raise ModelSpecError(

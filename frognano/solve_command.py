@@ -65,6 +65,7 @@ class SolveOptions:
     keep_workspace: bool = False
     n_ctx: int = 65536
     n_gpu_layers: int = -1
+    chat_template: Path | None = None  # a Jinja file, for a GGUF that carries no template
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
 
@@ -132,7 +133,8 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
     _check_numbers(opts)
     repo = check_repository(opts.path.resolve())
     model = build_model(opts.model, Sampling(seed=opts.seed),
-                        LlamaSettings(n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers))
+                        LlamaSettings(n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers),
+                        chat_template=opts.chat_template)
     _check_issue_size(opts.issue, model, opts.n_ctx)
     workspace, private = run_dir / "workspace", run_dir / "private"
     opts.work_dir.mkdir(mode=0o711, parents=True, exist_ok=True)

@@ -46,7 +46,8 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
         redis=redis.Redis.from_url(settings.redis_url),
-        model_factory=lambda: build_model(model_spec, Sampling()),
+        model_factory=lambda: build_model(model_spec, Sampling(),
+                                          chat_template=settings.chat_template),
         repo_cache=RepoCache(settings.state_dir / "repos"),
         work_dir=work_dir,
         transcripts_dir=settings.state_dir / "transcripts",

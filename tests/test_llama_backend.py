@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
 
+from frognano.models import ModelSpecError, build_model
 from tests.gguf_factory import make_tiny_qwen35, render_chat_template, special_token_ids
 from tests.test_tiny_gguf import SYSTEM_PROMPT, TOOLS
 from workers.models.base import (
@@ -28,6 +30,7 @@ from workers.models.base import (
     Sampling,
     TurnBudget,
 )
+from workers.models.chat_template import load_chat_template
 from workers.models.llama_cpp import LlamaCppModel, LlamaSettings
 from workers.models.llama_resident import load_resident, resident_models
 
@@ -353,3 +356,98 @@ def test_real_gemma_loads_generates_and_stops(gemma_gguf: Path) -> None:
                              chat_template=GEMMA_TEMPLATE, logit_bias={end_of_turn: 100.0})
     turn = stopping.complete(question, [], TurnBudget(max_tokens=6))
     assert (turn.finish_reason, turn.usage.completion_tokens, turn.content) == ("stop", 1, "")
+
+
+# --- a chat template for a GGUF that carries none ------------------------------------------
+
+FIXTURE_TEMPLATE = Path(__file__).parent / "fixtures" / "qwen35_chat_template.jinja"
+
+
+def test_gemma_takes_a_template_file(gemma_gguf: Path) -> None:
+    # The Gemma GGUF carries no template; the file's is rendered and tokenized by it.
+    # (No generation here: see test_a_bare_gguf_generates_with_a_template_file.)
+    template = load_chat_template(FIXTURE_TEMPLATE)
+    assert template == FIXTURE_TEMPLATE.read_text(encoding="utf-8")
+    model = LlamaCppModel(gemma_gguf, settings=LlamaSettings(n_ctx=4096, n_threads=2),
+                          chat_template=template)
+    text = model.render_prompt(task(), TOOLS)
+    assert text == render_chat_template(task(), TOOLS)
+    assert text.endswith("<|im_start|>assistant\n<think>\n")
+    assert len(model.tokenize(text)) > 100
+
+
+def test_a_bare_gguf_generates_with_a_template_file(tmp_path: Path) -> None:
+    bare = make_tiny_qwen35(tmp_path / "bare.gguf", chat_template="")
+    with pytest.raises(ModelLoadError, match="no chat template"):
+        LlamaCppModel(bare, settings=SETTINGS)
+    model = LlamaCppModel(bare, settings=SETTINGS, sampling=Sampling(seed=1),
+                          chat_template=load_chat_template(FIXTURE_TEMPLATE),
+                          grammar=READ_CALL_GRAMMAR)
+    assert model.render_prompt(task(), TOOLS) == render_chat_template(task(), TOOLS)
+    turn = model.complete(task(), TOOLS, TurnBudget(max_tokens=400))
+    assert [(call.name, call.arguments) for call in turn.tool_calls] == [
+        ("Read", {"file_path": "src/app.py", "limit": 5})]
+
+
+def test_build_model_with_a_template_file(gemma_gguf: Path, tmp_path: Path) -> None:
+    settings = LlamaSettings(n_ctx=512, n_threads=2)
+    model = build_model(str(gemma_gguf), Sampling(), settings, chat_template=FIXTURE_TEMPLATE)
+    assert isinstance(model, LlamaCppModel)
+    assert model.chat_template == FIXTURE_TEMPLATE.read_text(encoding="utf-8")
+    with pytest.raises(ModelSpecError, match=r"no chat template.*--chat-template FILE"):
+        build_model(str(gemma_gguf), Sampling(), settings)
+    with pytest.raises(ModelSpecError, match=r"applies only to a \.gguf"):
+        build_model("http://127.0.0.1:9/v1", Sampling(), chat_template=FIXTURE_TEMPLATE)
+
+
+@pytest.mark.parametrize(("content", "error"), [
+    (None, "chat template file not found: .*missing.jinja"),
+    ("", "is empty"),
+    ("{% for m in messages %}", "cannot render a conversation: the chat template does not "
+                                "compile"),
+    ("{{ raise_exception('tools are required') }}", "cannot render a conversation: tools are "
+                                                    "required"),
+    ("{{ messages[5].content }}", "cannot render a conversation"),
+    ("Hello, no messages here.", "renders no message text"),
+    (b"\xff\xfe", "is not UTF-8 text"),
+])
+def test_unusable_template_files(tmp_path: Path, content: str | bytes | None,
+                                 error: str) -> None:
+    path = tmp_path / "missing.jinja"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(ModelLoadError, match=error):
+        load_chat_template(path)
+
+
+def test_solve_takes_the_template_from_the_flag_or_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        ) -> None:
+    from frognano.cli import _parser, main
+
+    monkeypatch.delenv("FROGNANO_CHAT_TEMPLATE", raising=False)
+    base = ["solve", str(tmp_path), "--issue", "x"]
+    assert _parser().parse_args(base).chat_template is None
+    assert _parser().parse_args([*base, "--chat-template", "t.jinja"]).chat_template == Path(
+        "t.jinja")
+    monkeypatch.setenv("FROGNANO_CHAT_TEMPLATE", str(FIXTURE_TEMPLATE))
+    assert _parser().parse_args(base).chat_template == FIXTURE_TEMPLATE
+
+    # A real `frognano solve` on a bare GGUF: the template file is checked before any run.
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("x = 1\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "app.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    bare = make_tiny_qwen35(tmp_path / "bare.gguf", chat_template="")
+    monkeypatch.setenv("FROGNANO_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FROGNANO_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("FROGNANO_CHAT_TEMPLATE", str(tmp_path / "absent.jinja"))
+    code = main(["solve", str(repo), "--issue", "Fix it.", "--model", str(bare),
+                 "--n-ctx", "4096"])
+    assert code == 2
+    assert "chat template file not found" in " ".join(capsys.readouterr().out.split())

