@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,14 +142,40 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def test_rows(before: dict[str, Any] | None,
-              after: dict[str, Any] | None) -> list[tuple[str, str, str]]:
-    """(test id, before, after) over the union of tests, changed ones first."""
+# The order a reviewer wants changed tests in: broken by the change, removed by it, fixed.
+_CHANGE_RANK = {"failed": 0, "error": 0, "": 1, "passed": 2}
+
+
+@dataclass(frozen=True)
+class ComparedTests:
+    """The per-test comparison as a reviewer reads it: what changed state, then a count of
+    what did not (a real suite has hundreds of those)."""
+
+    changed: list[tuple[str, str, str]]  # (test id, before, after); "" where absent
+    unchanged: list[tuple[str, str]]  # (test id, state); every test when not `compared`
+    compared: bool  # both sides ran; else there is nothing to compare yet
+
+    @property
+    def unchanged_counts(self) -> list[tuple[str, int]]:
+        """(state, how many), most common first."""
+        return Counter(state for _, state in self.unchanged).most_common()
+
+
+def compare_tests(before: dict[str, Any] | None, after: dict[str, Any] | None) -> ComparedTests:
+    """Over the union of tests: those that changed state, and those that did not."""
     tests_before = (before or {}).get("tests") or {}
     tests_after = (after or {}).get("tests") or {}
-    names = sorted(set(tests_before) | set(tests_after))
-    rows = [(name, tests_before.get(name, ""), tests_after.get(name, "")) for name in names]
-    return sorted(rows, key=lambda row: row[1] == row[2])
+    if not (before and after):  # one side never ran: no test "changed" to absent
+        return ComparedTests([], sorted((tests_before or tests_after).items()), compared=False)
+    changed, unchanged = [], []
+    for name in sorted(set(tests_before) | set(tests_after)):
+        was, now = tests_before.get(name, ""), tests_after.get(name, "")
+        if was == now:
+            unchanged.append((name, now))
+        else:
+            changed.append((name, was, now))
+    changed.sort(key=lambda row: _CHANGE_RANK.get(row[2], 3))
+    return ComparedTests(changed, unchanged, compared=True)
 
 
 def _environment() -> Environment:
@@ -156,7 +183,7 @@ def _environment() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters.update(diff_lines=diff_lines, duration=duration, pretty_json=pretty_json,
                        http_url=http_url)
-    env.globals.update(test_rows=test_rows, statuses=RUN_STATUSES)
+    env.globals.update(compare_tests=compare_tests, statuses=RUN_STATUSES)
     return env
 
 

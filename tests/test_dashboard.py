@@ -1,6 +1,6 @@
 """The run dashboard: auth, escaping, the PR link shape, live updates, /healthz and /metrics
-through the receiver, and the pages in a real headless Chromium (Debian's `chromium`,
-driven by playwright-python)."""
+through the receiver, on SQLite and PostgreSQL, and the pages in a real headless Chromium
+(Debian's `chromium`, driven by playwright-python)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from bot.app import create_app
+from bot.dashboard import compare_tests
 from bot.settings import BotSettings
 from bot.triggers import Trigger
 from runstore.store import RunStore
@@ -46,11 +47,17 @@ class _NoEnqueue:
         pass
 
 
+# A suite the size of toolz's (192 tests), of which the change moved two.
+UNCHANGED = {**{f"tests/test_more.py::test_{n:03d}": "passed" for n in range(188)},
+             "tests/test_more.py::test_net": "skipped", "tests/test_more.py::test_slow": "skipped"}
+
+
 def _verdict(passed: bool, state: str) -> dict[str, Any]:
+    added = {"tests/test_calc.py::test_add_floats": "passed"} if passed else {}
     return {"command": "pytest -q", "exit_code": 0 if passed else 1, "timed_out": False,
             "passed": passed, "seconds": 0.4, "output_tail": f"1 {state}",
             "tests": {"tests/test_calc.py::test_add": state,
-                      "tests/test_calc.py::test_sub": "passed"}}
+                      "tests/test_calc.py::test_sub": "passed", **added, **UNCHANGED}}
 
 
 def record_finished_run(store: RunStore, tmp_path: Path) -> int:
@@ -91,8 +98,10 @@ def record_finished_run(store: RunStore, tmp_path: Path) -> int:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[RunStore]:
-    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+def store(database_url: str) -> Iterator[RunStore]:
+    """On SQLite and on PostgreSQL (tests/postgres_server.py): the pages and /metrics run
+    the same queries on both."""
+    store = RunStore(database_url)
     yield store
     store.close()
 
@@ -171,6 +180,34 @@ def test_run_page_escapes_the_transcript(client: TestClient, store: RunStore,
     assert "script-src 'nonce-" in page.headers["content-security-policy"]
     assert '<span class="diff-add">+    return a + b</span>' in page.text
     assert '<details class="reasoning">' in page.text
+
+
+def test_run_page_puts_the_diff_and_changed_tests_first(client: TestClient, store: RunStore,
+                                                         tmp_path: Path) -> None:
+    run_id = record_finished_run(store, tmp_path)
+    client.get(f"/runs?token={TOKEN}")
+    html = client.get(f"/runs/{run_id}").text
+    assert html.index('id="diff"') < html.index('id="tests"') < html.index('id="events"')
+    changed = html[html.index('id="tests-changed"'):html.index('id="tests-unchanged"')]
+    assert "test_calc.py::test_add<" in changed and "test_add_floats" in changed
+    assert changed.count("<tr>") == 3, "a header and the two tests that changed state"
+    assert "test_more.py" not in changed and "test_sub" not in changed
+    assert "<summary>191 unchanged: 189 passed · 2 skipped</summary>" in html
+
+
+def test_compare_tests_orders_changes_for_a_reviewer() -> None:
+    before = {"passed": False, "tests": {"a": "passed", "b": "failed", "c": "passed",
+                                         "d": "skipped", "e": "passed", "g": "passed"}}
+    after = {"passed": False, "tests": {"a": "failed", "b": "passed", "d": "skipped",
+                                        "e": "passed", "f": "passed", "g": "passed"}}
+    tests = compare_tests(before, after)
+    assert tests.changed == [("a", "passed", "failed"), ("c", "passed", ""),
+                             ("b", "failed", "passed"), ("f", "", "passed")]
+    assert tests.unchanged == [("d", "skipped"), ("e", "passed"), ("g", "passed")]
+    assert tests.unchanged_counts == [("passed", 2), ("skipped", 1)]
+    baseline_only = compare_tests(before, None)  # the agent is still at work
+    assert baseline_only.changed == [] and not baseline_only.compared
+    assert len(baseline_only.unchanged) == 6
 
 
 def test_the_pr_link_shape_redirects_to_the_run(client: TestClient, store: RunStore,
@@ -252,6 +289,10 @@ def served(store: RunStore, redis_server: RedisServer, tmp_path: Path) -> Iterat
         thread.join(10)
 
 
+# The browser sees HTML only; the queries behind it run on both backends above.
+BROWSER_BACKEND = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
+
 @pytest.fixture
 def browser() -> Iterator[Any]:
     playwright_api = pytest.importorskip("playwright.sync_api")
@@ -267,6 +308,7 @@ def browser() -> Iterator[Any]:
             browser.close()
 
 
+@BROWSER_BACKEND
 def test_dashboard_in_chromium(served: str, browser: Any, store: RunStore,
                                tmp_path: Path) -> None:
     run_id = record_finished_run(store, tmp_path)
@@ -308,6 +350,11 @@ def test_dashboard_in_chromium(served: str, browser: Any, store: RunStore,
         "e => getComputedStyle(e).backgroundColor") == "rgb(255, 235, 233)"
     tests = page.locator("#tests").inner_text()
     assert "test_add" in tests and "failed" in tests and "passed" in tests
+    assert page.locator("#tests-changed tbody tr").count() == 2
+    assert page.locator("#tests-unchanged").get_attribute("open") is None, "folded"
+    assert not page.locator("#tests-unchanged td", has_text="test_000").is_visible()
+    top = {name: page.locator(name).bounding_box()["y"] for name in ("#diff", "#tests", "#events")}
+    assert top["#diff"] < top["#tests"] < top["#events"], top
     screenshot = tmp_path / "run-page.png"
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 10_000
@@ -321,6 +368,7 @@ def test_dashboard_in_chromium(served: str, browser: Any, store: RunStore,
     assert errors == [], errors
 
 
+@BROWSER_BACKEND
 def test_run_page_updates_live_in_chromium(served: str, browser: Any,
                                            store: RunStore) -> None:
     recorder = RunRecorder.start(store, repo="octo/live", issue=3, trigger="label", attempt=1)
