@@ -33,7 +33,7 @@ class SandboxLimits:
     shm_bytes: int = 256 * 1024**2  # size of the private /dev/shm tmpfs (likewise)
     # Workspace plus private dir (HOME, venv), on the host's disk; see disk_quota.py.
     disk_bytes: int = 16 * 1024**3  # room for a setup that installs ML wheels
-    default_timeout: float = 120.0  # Bash default (leaf-contract §3)
+    default_timeout: float = 120.0  # Bash default (docs/LEAF_CONTRACT.md §3)
     max_timeout: float = 1800.0  # ceiling on any single command
 
 

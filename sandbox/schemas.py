@@ -1,4 +1,4 @@
-"""Leaf's five tool schemas, as data (leaf-contract §2).
+"""Leaf's five tool schemas, as data (docs/LEAF_CONTRACT.md §2).
 
 The model was trained on exactly these names, descriptions and property orders,
 so they are kept byte-faithful here and nowhere else.

@@ -1,6 +1,6 @@
 """The inner loop and the outer test loop, on a real sandbox and the scripted model.
 
-Every exit reason of leaf-contract §4 is reached for real, and every run leaves a
+Every exit reason of docs/LEAF_CONTRACT.md §4 is reached for real, and every run leaves a
 transcript that ends with its reason.
 """
 

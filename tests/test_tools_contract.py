@@ -1,4 +1,4 @@
-"""The five tools through the real runner, compared byte for byte with leaf-contract §3."""
+"""The five tools through the real runner, compared byte for byte with docs/LEAF_CONTRACT.md §3."""
 
 from __future__ import annotations
 

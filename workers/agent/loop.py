@@ -1,4 +1,4 @@
-"""Leaf's inner loop (leaf-contract §4): model turn → tools, until a turn has no tool call.
+"""Leaf's inner loop (docs/LEAF_CONTRACT.md §4): model turn → tools, until a turn has no tool call.
 
 The loop knows only two seams: a `ModelClient` and a `Sandbox`. Tool failures are
 observations for the model; infrastructure failures end the loop with a named

@@ -1,6 +1,6 @@
 """The texts the harness puts in front of the model.
 
-The system prompt is Leaf's, byte for byte (leaf-contract §1); the task and
+The system prompt is Leaf's, byte for byte (docs/LEAF_CONTRACT.md §1); the task and
 test-feedback messages are ours and deliberately short, because the model was
 trained on plain task instructions.
 """

@@ -1,6 +1,6 @@
 """Client for OpenAI-compatible chat servers: llama-server, SGLang, vLLM.
 
-Every sampling parameter is sent explicitly (leaf-contract §4), under each
+Every sampling parameter is sent explicitly (docs/LEAF_CONTRACT.md §4), under each
 server's name for it, because server defaults differ from the evaluation config.
 """
 
@@ -222,7 +222,7 @@ def _tool_call(raw: dict[str, Any]) -> ToolCall:
     return ToolCall(
         id=str(raw.get("id") or new_call_id()),
         name=str(function.get("name") or ""),
-        # Leaf treats arguments that are not a JSON object as {} (leaf-contract §3).
+        # Leaf treats arguments that are not a JSON object as {} (docs/LEAF_CONTRACT.md §3).
         arguments=arguments if isinstance(arguments, dict) else {},
         raw_arguments=raw_text,
     )
