@@ -31,11 +31,13 @@ if [ "$missing" = 1 ]; then
   $sudo apt-get install -y -qq bubblewrap git redis-server python3 python3-venv python3-pytest >/dev/null
 fi
 if [ -n "$extras" ] && { ! command -v systemd-analyze >/dev/null 2>&1 || \
-                          ! [ -x /usr/bin/chromium ]; }; then
-  # The tests verify deploy/'s systemd units with systemd-analyze and render the
-  # dashboard in Debian's headless Chromium (driven by playwright, never downloaded).
+                          ! [ -x /usr/bin/chromium ] || \
+                          ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; }; then
+  # The tests verify deploy/'s systemd units with systemd-analyze, render the
+  # dashboard in Debian's headless Chromium (driven by playwright, never downloaded),
+  # and run the run store on a private PostgreSQL cluster (initdb + pg_ctl).
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq systemd chromium >/dev/null
+  $sudo apt-get install -y -qq systemd chromium postgresql >/dev/null
 fi
 
 if [ -n "${VIRTUAL_ENV:-}" ]; then
