@@ -48,6 +48,18 @@ def test_migrations_apply_once(database_url: str) -> None:
     store.close()
 
 
+def test_a_database_of_the_first_schema_upgrades_with_its_runs(database_url: str) -> None:
+    store = RunStore(database_url, migrate=False)
+    upgrade_database(store.engine, "0001")
+    kept = store.create_run(repo="octo/calc", issue=1, trigger="label", attempt=1)
+    upgrade_database(store.engine)
+    checkout = "/" + "d" * 500
+    longer = store.create_run(repo=checkout, issue="slug", trigger="solve", attempt=1)
+    assert [run.repo for run in store.list_runs()] == [checkout, "octo/calc"]
+    assert store.get_run(kept).repo == "octo/calc" and store.get_run(longer).repo == checkout
+    store.close()
+
+
 def test_the_migration_lock_is_held_until_the_schema_is_committed(postgres_url: str) -> None:
     """The receiver and every worker migrate on start: the next migrator may only get in
     once this one's tables are visible to it, or it creates them again."""
