@@ -53,11 +53,6 @@ def status_failed(summary: str, attempt: int) -> str:
             f"{neutralize_mentions(summary)}")
 
 
-def status_superseded(attempt: int) -> str:
-    return (f"{STATUS_MARKER}\n🐸 **FrogNano**: attempt {attempt} was superseded by a newer "
-            "trigger; nothing of it was pushed.")
-
-
 def not_allowed(actor: str) -> str:
     return (f"@{actor} only people with write, maintain or admin permission on this "
             "repository can start FrogNano. A maintainer can label the issue `frognano` or "

@@ -81,10 +81,3 @@ TOOLS: list[dict[str, Any]] = [
 
 TOOL_NAMES: tuple[str, ...] = tuple(t["function"]["name"] for t in TOOLS)
 
-
-def tool_schema(name: str) -> dict[str, Any] | None:
-    """The `parameters` schema of a tool, or None for an unknown name."""
-    for tool in TOOLS:
-        if tool["function"]["name"] == name:
-            return tool["function"]["parameters"]
-    return None
