@@ -61,6 +61,19 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     )
 
 
+def _build_per_process(settings: BotSettings) -> None:
+    """Each prefork child builds its own runtime after the fork: its own Redis and database
+    connections, GitHub client and model (a CUDA context does not survive a fork)."""
+    from celery.signals import worker_process_init
+
+    from workers import runtime
+
+    def install(**_: object) -> None:
+        runtime.install(build_runtime(settings))
+
+    worker_process_init.connect(install, weak=False)
+
+
 def run_worker(settings: BotSettings, *, control: bool, concurrency: int | None,
                loglevel: str = "INFO") -> int:
     from bot.logs import configure_json_logging
@@ -69,11 +82,13 @@ def run_worker(settings: BotSettings, *, control: bool, concurrency: int | None,
 
     configure_json_logging(loglevel)  # lines carry the delivery id and the run id
     try:
-        rt = build_runtime(settings)
+        rt = build_runtime(settings)  # here too, so a bad setting stops the worker at once
     except WorkerConfigError as exc:
         log.error("%s", exc)
         return 2
-    runtime.install(rt)
+    runtime.install(rt)  # the threads pool (control) runs tasks in this process
+    if not control:
+        _build_per_process(settings)
     app = configure(settings.redis_url, settings.queue, settings.max_run_seconds)
     queue = settings.queue + (CONTROL_QUEUE_SUFFIX if control else "")
     argv = ["worker", "--queues", queue, "--loglevel", loglevel,

@@ -50,6 +50,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-evil", {"EVIL": "x"})
         stack.add_calc_repo("calc-reader")
         stack.add_calc_repo("calc-ci-run", {".github/frognano.yml": "ci: run\n"})
+        stack.add_calc_repo("calc-busy")
+        stack.add_calc_repo("calc-free")
         yield stack
 
 
@@ -159,3 +161,23 @@ def test_ci_run_leaves_the_commit_without_skip_ci(stack: Stack, tmp_path: Path) 
     git(tmp_path, "clone", "-q", "--branch", "frognano/issue-1",
         str(stack.fake.repo(OWNER, "calc-ci-run").bare_path), str(clone))
     assert git(clone, "log", "-1", "--format=%s").strip() == "add() subtracts"
+
+
+def test_a_run_whose_issue_is_locked_retries_and_frees_the_worker(stack: Stack) -> None:
+    """The one run worker does not sit on a busy issue: the run goes back to the broker
+    (Celery's retry with a countdown), another issue's run goes first, and the first one
+    runs once the lock is free."""
+    lock = f"frognano:lock:{OWNER}/calc-busy#1"
+    redis = stack.redis.client()
+    redis.set(lock, "0", ex=300)  # an older attempt still holds the issue
+    assert stack.label("calc-busy", 1).status_code == 202
+    log = stack.root / "worker0.log"
+    wait_for(lambda: "retry: Retry in" in log.read_text(), timeout=60,
+             message="the run to go back to the broker")
+    assert stack.label("calc-free", 1).status_code == 202
+    wait_for(lambda: stack.fake.pulls(OWNER, "calc-free"), timeout=60,
+             message="the other issue's PR while the first waits")
+    assert stack.fake.pulls(OWNER, "calc-busy") == [] and stack.transcripts("calc-busy") == []
+    redis.delete(lock)
+    wait_for(lambda: stack.fake.pulls(OWNER, "calc-busy"), message="the retried run's PR")
+    assert len(stack.transcripts("calc-busy")) == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from bot.triggers import CONTROL_QUEUE_SUFFIX
+from bot.triggers import ACCEPT_TASK, CONTROL_QUEUE_SUFFIX, RUN_TASK
 
 app = Celery("frognano", include=["workers.tasks"])
 
@@ -24,8 +24,8 @@ def configure(broker_url: str, queue: str, max_run_seconds: int) -> Celery:
         accept_content=["json"],
         task_default_queue=queue,
         task_routes={
-            "frognano.accept_trigger": {"queue": queue + CONTROL_QUEUE_SUFFIX},
-            "frognano.run_issue": {"queue": queue},
+            ACCEPT_TASK: {"queue": queue + CONTROL_QUEUE_SUFFIX},
+            RUN_TASK: {"queue": queue},
         },
         # A run is acknowledged only when it ends; a worker that dies mid-run gets its
         # task redelivered instead of losing it.

@@ -17,6 +17,11 @@ from typing import Any
 DELIVERY_TTL = 4 * 24 * 3600  # longer than GitHub's 3-day redelivery window
 LOCK_TTL = 120
 HEARTBEAT_SECONDS = 30
+# A run that finds its issue's lock held waits this long (a superseded run lets go at its
+# next step), then goes back to the broker for LOCK_RETRY_SECONDS (Celery's retry), so the
+# worker takes other issues' runs meanwhile instead of sitting on the GPU.
+LOCK_WAIT_SECONDS = 5.0
+LOCK_RETRY_SECONDS = 10
 
 _ASSIGN_GENERATION = """
 local existing = redis.call('GET', KEYS[2])
@@ -76,11 +81,11 @@ class IssueCoordinator:
     def release_lock(self, generation: int) -> None:
         self.redis.eval(_RELEASE_IF_OWNER, 1, self._key("lock"), str(generation))
 
-    def wait_for_lock(self, generation: int, *, timeout: float = 2 * LOCK_TTL,
+    def wait_for_lock(self, generation: int, *, timeout: float | None = None,
                       poll: float = 0.5) -> str:
         """"acquired", "duplicate" (this generation already runs elsewhere), "stale"
         (a newer trigger arrived while waiting) or "timeout"."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (LOCK_WAIT_SECONDS if timeout is None else timeout)
         while True:
             if self.try_lock(generation):
                 if self.is_stale(generation):

@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 
 def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
     """Returns the outcome: pr_opened, failed, refused_paths, refused_size, invalid_config,
-    no_tests, superseded, duplicate or requeued."""
+    no_tests, superseded, duplicate, or busy (another attempt holds the issue's lock; the
+    task goes back to the broker and tries again)."""
     coordinator = IssueCoordinator(rt.redis, trigger.issue_key)
     if coordinator.is_done(generation):
         return "duplicate"
@@ -54,9 +55,8 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
     if lock == "stale":
         coordinator.mark_done(generation)
         return "superseded"
-    if lock == "timeout":  # an older run is still going: try again later, lose nothing
-        rt.enqueue_run({**trigger.to_kwargs(), "generation": generation})
-        return "requeued"
+    if lock == "timeout":  # an older run is still going: the task retries later
+        return "busy"
     run_dir = rt.work_dir / f"{trigger.owner}-{trigger.repo}-{trigger.issue_number}-" \
                             f"{generation}-{uuid.uuid4().hex[:8]}"
     recorder = RunRecorder.start(

@@ -24,7 +24,6 @@ OUTCOME_STATUS = {
     "pr_opened": "passed",
     "superseded": "superseded",
     "error": "error",
-    "requeued": "queued",
 }
 # Leaf's runner turns a failing tool into "<ExceptionName>: message" or "Unknown tool: …".
 _TOOL_ERROR = re.compile(r"^(Unknown tool: |[A-Z]\w*(Error|Exception): )")
