@@ -68,6 +68,9 @@ class SandboxConfig:
     # concurrent sandboxes do not share one process limit.
     sandbox_uid: int | None = None
     sandbox_gid: int | None = None
+    # Networks the setup phase may reach besides public addresses (CIDRs; also
+    # FROGNANO_SETUP_EGRESS_ALLOW), e.g. a private package index: sandbox/egress.py.
+    egress_allow: tuple[str, ...] = ()
 
 
 class Sandbox(Protocol):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import platform
 import resource
 import shutil
 import stat
@@ -18,8 +19,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox import cgroup
+from sandbox import cgroup, seccomp
 from sandbox.base import SandboxConfig, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox.egress import EgressProxy
 from sandbox.enforcement import describe
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
 from sandbox.uid_pool import POOL_BASE, UidLease, passwd_lines
@@ -32,6 +34,8 @@ INSTALL_HINT = (
 WORKDIR = "/workspace"
 PRIVATE = "/frognano"
 RUNNER_INSIDE = "/run/frognano/runner.py"
+EGRESS_INSIDE = "/run/frognano/egress.sock"
+EGRESS_PORT = 3128  # inside the setup sandbox's own network namespace: nobody else's
 TMPFS_INSIDE = ("/tmp", "/dev/shm")  # memory, not disk: counted against memory_bytes
 log = logging.getLogger(__name__)
 # Top-level system paths that are symlinks into /usr on merged-/usr distributions.
@@ -240,17 +244,29 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         env.update(self.config.env)
         return env
 
-    def bwrap_argv(self, *, network: bool) -> list[str]:
+    def bwrap_argv(self, *, network: bool, seccomp_fd: int | None = None,
+                   egress: Path | None = None) -> list[str]:
+        """`network`: the setup phase, in a network namespace of its own whose only way
+        out is the host's egress proxy at `egress` (sandbox/egress.py), never the host's
+        own network namespace (its loopback services and abstract sockets)."""
         limits = self.config.limits
         workspace = self.config.workspace.resolve()
         # --disable-userns: no nested user namespace, where the commands would get back
         # the capabilities (and the ptrace rights over the runner) dropped here.
         argv = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
-        if network:
-            argv.append("--share-net")
+        if seccomp_fd is not None:  # the kernel keyring closed (sandbox/seccomp.py)
+            argv += ["--seccomp", str(seccomp_fd)]
+        if network and egress is None:
+            raise SandboxError("the setup phase needs its egress proxy")
         argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL",
                  "--hostname", "sandbox", "--clearenv"]
-        for key, value in self.environment().items():
+        env = self.environment()
+        if network:
+            proxy = f"http://127.0.0.1:{EGRESS_PORT}"
+            for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+                env[name] = proxy
+            env["no_proxy"] = env["NO_PROXY"] = "localhost,127.0.0.1,::1"
+        for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--ro-bind", "/usr", "/usr"]
         for name in SYSTEM_DIRS:
@@ -273,28 +289,55 @@ class BubblewrapSandbox(RunnerBackedSandbox):
                  "--dir", "/var", "--symlink", "/tmp", "/var/tmp",
                  "--bind", str(workspace), WORKDIR]  # its .git with it: the model's own
         argv += ["--bind", str(self.config.private_dir.resolve()), PRIVATE,
-                 "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE,
-                 # The root tmpfs holds only mount points: freeze it, so /etc and / are
-                 # as read-only as the system they stand for.
-                 "--remount-ro", "/",
+                 "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE]
+        if egress is not None:
+            argv += ["--ro-bind", str(egress), EGRESS_INSIDE]
+        # The root tmpfs holds only mount points: freeze it, so /etc and / are as
+        # read-only as the system they stand for.
+        argv += ["--remount-ro", "/",
                  "--chdir", WORKDIR, "--",
                  self.python, "-I", "-S", RUNNER_INSIDE, "serve", "--workdir", WORKDIR,
                  "--reap", "namespace",
                  "--default-timeout", str(limits.default_timeout),
                  "--max-timeout", str(limits.max_timeout),
                  "--bash-chars", str(limits.max_output_chars)]
+        if egress is not None:
+            argv += ["--egress-socket", EGRESS_INSIDE, "--egress-port", str(EGRESS_PORT)]
         return argv
 
     def _spawn(self, *, network: bool) -> RunnerProcess:
         self._check_bind_sources()
         drop = (self.uid, self.gid) if self.as_root else None
         join = self._cgroup.join if self._cgroup is not None else None
-        return RunnerProcess(
-            self.bwrap_argv(network=network),
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            cwd="/",
-            preexec_fn=_rlimits(self.config.limits, processes=True, join=join, drop_to=drop),
-        )
+        proxy = EgressProxy(self.uid, self.gid, self.config.egress_allow) if network \
+            else None
+        filter_fd = seccomp.program_fd()
+        if filter_fd is None:
+            if proxy is not None:
+                proxy.close()
+            raise SandboxUnavailable(f"no seccomp filter for this machine "
+                                     f"({platform.machine()}): the sandbox would share "
+                                     "the worker's kernel keyring; not starting it")
+        try:
+            if proxy is not None:
+                proxy.check()
+            runner = RunnerProcess(
+                self.bwrap_argv(network=network, seccomp_fd=filter_fd,
+                                egress=proxy.path if proxy else None),
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                cwd="/", pass_fds=(filter_fd,),
+                preexec_fn=_rlimits(self.config.limits, processes=True, join=join,
+                                    drop_to=drop),
+            )
+        except BaseException:
+            if proxy is not None:
+                proxy.close()
+            raise
+        finally:
+            os.close(filter_fd)
+        if proxy is not None:
+            runner.on_kill.append(proxy.close)
+        return runner
 
     def _check_bind_sources(self) -> None:
         """Before every spawn: the read-write binds are the host's real directories and

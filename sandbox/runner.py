@@ -460,6 +460,45 @@ def serve(single: bool, fd_in: int | None = None, fd_out: int | None = None) -> 
             return 0
 
 
+def relay_egress(port: int, unix_path: str) -> None:
+    """The setup phase's proxy, inside: 127.0.0.1:`port` (what https_proxy names) is
+    relayed to the host's egress socket (sandbox/egress.py decides where it may go)."""
+    import socket
+    import threading
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(64)
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def serve_one(client: socket.socket) -> None:
+        with client, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as upstream:
+            try:
+                upstream.connect(unix_path)
+            except OSError:
+                return
+            back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+            back.start()
+            pump(client, upstream)
+            back.join()
+
+    def accept() -> None:
+        while True:
+            client, _ = server.accept()
+            threading.Thread(target=serve_one, args=(client,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True, name="egress-relay").start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="FrogNano sandbox tool runner")
     parser.add_argument("mode", choices=["serve", "once"])
@@ -470,7 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bash-chars", type=int, default=Settings.bash_chars)
     parser.add_argument("--fd-in", type=int, help="request pipe (default: stdin)")
     parser.add_argument("--fd-out", type=int, help="reply pipe (default: stdout)")
+    parser.add_argument("--egress-socket", help="the host's egress proxy (setup phase)")
+    parser.add_argument("--egress-port", type=int, default=0)
     options = parser.parse_args(argv)
+    if options.egress_socket:
+        relay_egress(options.egress_port, options.egress_socket)
     Settings.reap = options.reap
     Settings.default_timeout = options.default_timeout
     Settings.max_timeout = options.max_timeout

@@ -83,6 +83,7 @@ class RunnerProcess:
         self._replies = reply_read
         self._buffer = bytearray()
         self._ids = itertools.count(1)
+        self.on_kill: list[Callable[[], None]] = []  # host-side helpers of this runner
         self._stderr_tail: collections.deque[bytes] = collections.deque(maxlen=64)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
@@ -171,6 +172,8 @@ class RunnerProcess:
                 os.close(self._replies)
             self._replies = -1
         self._stderr_thread.join(timeout=1)
+        while self.on_kill:
+            self.on_kill.pop()()
 
     def close(self) -> None:
         """Ask politely (EOF), then kill the group so no stray process survives."""

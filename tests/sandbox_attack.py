@@ -2,7 +2,9 @@
 or as a non-root worker (a child process that drops to a leased uid before it builds
 the sandbox, the way an unprivileged deployment runs it).
 
-A step is ("Bash", command), ("exec", command) or ("sleep", seconds); each answer comes
+A step is ("Bash", command), ("exec", command), ("setup", command: exec with the setup
+phase's network), ("addkey", "session:DATA" or "user:DATA": the worker adds a key to its
+own keyring, answering its id) or ("sleep", seconds); each answer comes
 back as text (a raised SandboxError reads "RAISED: ..."), with the worker's peak memory.
 """
 
@@ -33,16 +35,24 @@ from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.base import SandboxError
 spec = json.loads(sys.stdin.read())
 config = SandboxConfig(workspace=Path(spec["workspace"]), private_dir=Path(spec["private"]),
-                       limits=SandboxLimits(**spec["limits"]))
+                       limits=SandboxLimits(**spec["limits"]),
+                       egress_allow=tuple(spec.get("egress_allow", ())))
 answers = []
 with open_sandbox("bubblewrap", config) as sb:
     for kind, arg in spec["steps"]:
         try:
             if kind == "Bash":
                 answers.append(sb.run_tool("Bash", {"command": arg, "timeout": 60}))
-            elif kind == "exec":
-                r = sb.exec(arg, timeout=60)
+            elif kind in ("exec", "setup"):
+                r = sb.exec(arg, timeout=60, network=kind == "setup")
                 answers.append(f"exit={r.exit_code}\nSTDOUT:{r.stdout}\nSTDERR:{r.stderr}")
+            elif kind == "addkey":  # into the worker's own keyring: "session" or "user"
+                import ctypes
+                libc = ctypes.CDLL(None, use_errno=True)
+                ring = {"session": -3, "user": -4}[arg.split(":")[0]]
+                data = arg.split(":", 1)[1].encode()
+                key = libc.syscall(248, b"user", b"frognano-test", data, len(data), ring)
+                answers.append(str(key))
             else:
                 time.sleep(float(arg)); answers.append("")
         except SandboxError as exc:
@@ -76,10 +86,12 @@ def worker_home(worker: str) -> Iterator[tuple[Path, int]]:
 
 
 def run_steps(worker: str, root: Path, uid: int, steps: list[tuple[str, str]],
-              limits: SandboxLimits | None = None, timeout: float = 300) -> Outcome:
+              limits: SandboxLimits | None = None, timeout: float = 300,
+              egress_allow: tuple[str, ...] = ()) -> Outcome:
     workspace = root / "ws" if (root / "ws").exists() else make_git_workspace(root)
     spec = {"workspace": str(workspace), "private": str(root / "private"),
-            "limits": asdict(limits or SandboxLimits()), "steps": steps}
+            "limits": asdict(limits or SandboxLimits()), "steps": steps,
+            "egress_allow": list(egress_allow)}
     if worker == "root":
         python, user = sys.executable, None
     else:

@@ -90,14 +90,23 @@ def test_no_network_in_tools(sb, server) -> None:
     assert "STDOUT:\n0\n" in bash(sb, "grep -c -v -E 'lo:|Inter|face' /proc/net/dev")
 
 
-def test_exec_with_network_reaches_host(sb, server) -> None:
+PROXIED = ("python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', 3128), "
+           "timeout=3); s.sendall(b'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n'); "
+           "print(s.recv(200).decode().splitlines()[0])\"")
+
+
+def test_exec_with_network_never_reaches_the_host(sb, server) -> None:
+    """The setup phase has a network namespace of its own: the host's 127.0.0.1 is not
+    its loopback, and the egress proxy refuses it (sandbox/egress.py)."""
     port, hits = server
-    result = sb.exec(CONNECT.format(port=port), network=True, timeout=20)
-    assert result.ok, result
-    assert result.stdout == "hello from host\n\n"
-    assert hits == ["connected"]
-    # ...and the persistent runner still has no network afterwards.
+    direct = sb.exec(CONNECT.format(port=port), network=True, timeout=20)
+    assert direct.exit_code == 1 and "ConnectionRefusedError" in direct.stderr, direct
+    proxied = sb.exec(PROXIED.format(port=port), network=True, timeout=20)
+    assert proxied.ok and proxied.stdout.startswith("HTTP/1.1 403"), proxied
+    assert hits == []
+    # ...and the persistent runner has no network (nor the proxy) afterwards.
     assert "ConnectionRefusedError" in bash(sb, CONNECT.format(port=port))
+    assert "ConnectionRefusedError" in bash(sb, PROXIED.format(port=port))
 
 
 def test_writes_outside_workspace_fail(sb) -> None:
