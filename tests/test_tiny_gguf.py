@@ -287,10 +287,18 @@ def load(llama_cpp: Any) -> Iterator[Callable[..., Any]]:
     so cache tests never see another test's state."""
     opened: list[Any] = []
 
+    from workers.models.llama_resident import LlamaSettings, _counting_llama_class, uses_cpu_repack
+
+    # llama-cpp-python's Llama, with the one setting its constructor lacks: weight
+    # repacking as the project's defaults have it (the AMX path crashes, BENCHMARKS.md).
+    llama_class = _counting_llama_class()
+    repack = uses_cpu_repack(LlamaSettings())
+
     def _load(path: Path, **kwargs: Any) -> Any:
         kwargs.setdefault("n_ctx", 2048)
         kwargs.setdefault("verbose", False)
-        llm = llama_cpp.Llama(model_path=str(path), **kwargs)
+        llm = llama_class(model_path=str(path), use_extra_bufts=repack,
+                          flash_attn_type=llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED, **kwargs)
         opened.append(llm)
         return llm
 

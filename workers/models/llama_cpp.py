@@ -34,6 +34,7 @@ from workers.models.base import (
 from workers.models.chat_template import ChatTemplateError, normalize_messages, render_chat_template
 from workers.models.llama_resident import (
     LlamaSettings,
+    RecoveryMode,
     ResidentModel,
     SamplerChain,
     Snapshot,
@@ -84,13 +85,15 @@ class LlamaCppModel:
 
     `seed` is the seed actually used (drawn when `sampling.seed` is None), for the
     transcript. `chat_template` overrides the GGUF's embedded one (for GGUFs that
-    carry none); `grammar` (GBNF) and `logit_bias` constrain decoding.
+    carry none); `grammar` (GBNF) and `logit_bias` constrain decoding. `recovery` is what
+    each turn keeps to retry a failed decode (`ResidentModel.snapshot`): "partial" (the
+    recurrent state only), "full" (the whole context state, for comparison) or None.
     """
 
     def __init__(self, model_path: str | Path, *, settings: LlamaSettings | None = None,
                  sampling: Sampling | None = None, chat_template: str | None = None,
                  grammar: str | None = None, logit_bias: Mapping[int, float] | None = None,
-                 snapshots: bool = True) -> None:
+                 recovery: RecoveryMode | None = "partial") -> None:
         self.settings = settings or LlamaSettings()
         self.sampling = sampling or Sampling()
         self.seed = (self.sampling.seed if self.sampling.seed is not None
@@ -105,7 +108,7 @@ class LlamaCppModel:
                 "--chat-template FILE, or FROGNANO_CHAT_TEMPLATE), use a GGUF converted with its "
                 "template, or serve it with a server that has one and pass the server URL")
         self.chat_template = template
-        self.snapshots = snapshots
+        self.recovery = recovery
         self.last_prompt_path: PromptPath | None = None
         self._grammar_text = grammar
         self._logit_bias = dict(logit_bias or {})
@@ -243,7 +246,7 @@ class LlamaCppModel:
             resident.restore(previous.snapshot)
             return previous.snapshot
         resident.extend_to(target)
-        return resident.snapshot() if self.snapshots else None
+        return resident.snapshot(self.recovery) if self.recovery else None
 
     # --- generation ----------------------------------------------------------------------------
 
