@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # HMAC-SHA256 with a short key can be brute-forced offline from one captured delivery.
@@ -28,7 +29,56 @@ def webhook_secret_problem(secret: str | None) -> str | None:
             "GitHub, or remove it and create the App through the receiver's setup page")
 
 
-class BotSettings(BaseSettings):
+class LlamaEnvSettings(BaseSettings):
+    """How llama.cpp runs an in-process GGUF model: read here once, for `frognano solve`
+    (whose flags override them) and the worker alike. The same defaults and rules as
+    `workers.models.llama_resident.LlamaSettings`, which these become."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",
+                                      extra="ignore", populate_by_name=True)
+
+    n_ctx: int = Field(default=65536, gt=0, alias="FROGNANO_N_CTX",
+                       description="Context size in tokens.")
+    n_gpu_layers: int = Field(default=-1, ge=-1, alias="FROGNANO_N_GPU_LAYERS",
+                              description="Layers offloaded to the GPU; -1 = all.")
+    n_batch: int = Field(default=512, gt=0, alias="FROGNANO_N_BATCH",
+                         description="Tokens handed to llama.cpp per decode call.")
+    n_ubatch: int | None = Field(
+        default=None, gt=0, alias="FROGNANO_N_UBATCH",
+        description="Tokens per compute step, at most FROGNANO_N_BATCH; default "
+                    "FROGNANO_N_BATCH up to 512.")
+    flash_attn: Literal["auto", "on", "off"] = Field(
+        default="auto", alias="FROGNANO_FLASH_ATTN",
+        description="auto: on where the backend has flash attention.")
+    kv_cache_type: Literal["f16", "q8_0", "q4_0"] = Field(
+        default="f16", alias="FROGNANO_KV_CACHE_TYPE",
+        description="Attention cache type; q8_0 halves its memory (needs flash attention).")
+    cpu_repack: Literal["auto", "on", "off"] = Field(
+        default="auto", alias="FROGNANO_CPU_REPACK",
+        description="Weights repacked for the CPU's kernels; auto: off where llama.cpp "
+                    "would use AMX, which crashes (docs/BENCHMARKS.md).")
+
+    @field_validator("flash_attn", "kv_cache_type", "cpu_repack", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _llama_combinations(self) -> LlamaEnvSettings:
+        if self.n_ubatch is not None and self.n_ubatch > self.n_batch:
+            raise ValueError(f"FROGNANO_N_UBATCH ({self.n_ubatch}) must not exceed "
+                             f"FROGNANO_N_BATCH ({self.n_batch})")
+        if self.kv_cache_type != "f16" and self.flash_attn == "off":
+            raise ValueError(f"FROGNANO_KV_CACHE_TYPE={self.kv_cache_type} needs flash "
+                             "attention: set FROGNANO_FLASH_ATTN=auto or on, or use f16")
+        return self
+
+    def llama_fields(self) -> dict[str, Any]:
+        """The values, by `LlamaSettings` field name."""
+        return {name: getattr(self, name) for name in LlamaEnvSettings.model_fields}
+
+
+class BotSettings(LlamaEnvSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",
                                       extra="ignore", populate_by_name=True)
 

@@ -49,12 +49,26 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--seed", type=int, help="sampling seed, recorded in the transcript")
     solve.add_argument("--keep-workspace", action="store_true",
                        help="keep the private workspace for inspection")
-    solve.add_argument("--n-ctx", type=int, default=_env_int("FROGNANO_N_CTX", 65536),
+    # Defaults from the environment (bot.settings.LlamaEnvSettings), read in main.
+    solve.add_argument("--n-ctx", type=int,
                        help="context size for a GGUF model (default 65536, $FROGNANO_N_CTX)")
     solve.add_argument("--n-gpu-layers", type=int,
-                       default=_env_int("FROGNANO_N_GPU_LAYERS", -1),
                        help="layers offloaded to the GPU for a GGUF model; -1 = all "
                             "($FROGNANO_N_GPU_LAYERS)")
+    solve.add_argument("--flash-attn", choices=["auto", "on", "off"],
+                       help="flash attention (default auto: where the backend has it; "
+                            "$FROGNANO_FLASH_ATTN)")
+    solve.add_argument("--kv-cache-type", choices=["f16", "q8_0", "q4_0"],
+                       help="attention cache type (default f16; q8_0 halves its memory, "
+                            "needs flash attention; $FROGNANO_KV_CACHE_TYPE)")
+    solve.add_argument("--n-batch", type=int,
+                       help="tokens per decode call (default 512, $FROGNANO_N_BATCH)")
+    solve.add_argument("--n-ubatch", type=int,
+                       help="tokens per compute step, at most --n-batch (default: --n-batch "
+                            "up to 512, $FROGNANO_N_UBATCH)")
+    solve.add_argument("--cpu-repack", choices=["auto", "on", "off"],
+                       help="weights repacked for the CPU's kernels (default auto: off where "
+                            "llama.cpp would use AMX, which crashes; $FROGNANO_CPU_REPACK)")
     solve.add_argument("--chat-template", type=Path, metavar="FILE",
                        default=_env_path("FROGNANO_CHAT_TEMPLATE"),
                        help="Jinja chat template for a GGUF that carries none "
@@ -95,14 +109,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    try:
-        return int(value) if value else default
-    except ValueError:
-        raise SystemExit(f"frognano: error: {name} must be an integer, not {value!r}") from None
-
-
 def _env_path(name: str) -> Path | None:
     value = os.environ.get(name)
     return Path(value) if value else None
@@ -131,13 +137,28 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_BAD_INPUT
         else:
             issue = args.issue
+        from pydantic import ValidationError
+
+        from bot.settings import LlamaEnvSettings
+        from frognano.models import llama_fields
+
+        try:
+            env = LlamaEnvSettings()
+        except ValidationError as exc:
+            print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
+            return 2
+        llama = llama_fields(env, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
+                             flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
+                             n_batch=args.n_batch, n_ubatch=args.n_ubatch,
+                             cpu_repack=args.cpu_repack)
         options = SolveOptions(
             path=args.path, issue=issue, state_dir=_state_dir(), work_dir=_work_dir(),
             test_cmd=args.test_cmd,
             model=args.model, max_steps=args.max_steps, max_attempts=args.max_attempts,
             timeout_minutes=args.timeout_minutes, sandbox=args.sandbox,
             transcript=args.transcript, seed=args.seed, keep_workspace=args.keep_workspace,
-            n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers, chat_template=args.chat_template,
+            n_ctx=llama["n_ctx"], n_gpu_layers=llama["n_gpu_layers"], llama=llama,
+            chat_template=args.chat_template,
             database_url=os.environ.get("FROGNANO_DATABASE_URL"),
         )
         return run_solve(options, console)

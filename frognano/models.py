@@ -4,16 +4,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workers.models.base import ModelClient, Sampling
 
 if TYPE_CHECKING:
+    from bot.settings import LlamaEnvSettings
     from workers.models.llama_resident import LlamaSettings
 
 
 class ModelSpecError(ValueError):
     """`--model` names nothing we can use; the message says what would work."""
+
+
+def llama_fields(env: LlamaEnvSettings, **flags: Any) -> dict[str, Any]:
+    """The llama.cpp settings read from the environment, with the flags given (not None)
+    laid over them: what `LlamaSettings` is built from, in `solve` and the worker."""
+    return {**env.llama_fields(), **{k: v for k, v in flags.items() if v is not None}}
+
+
+def llama_settings(env: LlamaEnvSettings, **flags: Any) -> LlamaSettings:
+    from workers.models.llama_resident import LlamaSettings
+
+    return LlamaSettings(**llama_fields(env, **flags))
 
 
 def build_model(spec: str | None, sampling: Sampling,

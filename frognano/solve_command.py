@@ -7,8 +7,9 @@ import os
 import secrets
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -65,6 +66,7 @@ class SolveOptions:
     keep_workspace: bool = False
     n_ctx: int = 65536
     n_gpu_layers: int = -1
+    llama: dict[str, Any] = field(default_factory=dict)  # more LlamaSettings fields
     chat_template: Path | None = None  # a Jinja file, for a GGUF that carries no template
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
@@ -132,8 +134,12 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
         raise BadInput("the issue text is empty")
     _check_numbers(opts)
     repo = check_repository(opts.path.resolve())
-    model = build_model(opts.model, Sampling(seed=opts.seed),
-                        LlamaSettings(n_ctx=opts.n_ctx, n_gpu_layers=opts.n_gpu_layers),
+    try:
+        llama = LlamaSettings(**{**opts.llama, "n_ctx": opts.n_ctx,
+                                 "n_gpu_layers": opts.n_gpu_layers})
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    model = build_model(opts.model, Sampling(seed=opts.seed), llama,
                         chat_template=opts.chat_template)
     _check_issue_size(opts.issue, model, opts.n_ctx)
     workspace, private = run_dir / "workspace", run_dir / "private"

@@ -24,7 +24,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     import redis
 
     from bot.github_client import GitHubAppClient
-    from frognano.models import build_model
+    from frognano.models import build_model, llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
     from workers.models.base import Sampling
     from workers.repo_cache import RepoCache
@@ -38,6 +38,10 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     if not settings.model:
         raise WorkerConfigError("set FROGNANO_MODEL to a GGUF path or an OpenAI-compatible URL")
     model_spec = settings.model
+    try:  # FROGNANO_N_CTX and the other llama.cpp settings, for a GGUF model
+        llama = llama_settings(settings)
+    except ValueError as exc:
+        raise WorkerConfigError(str(exc)) from exc
     try:
         run_store = open_run_store(settings.run_database_url)  # applies pending migrations
     except RunStoreUnavailable as exc:
@@ -46,7 +50,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
         redis=redis.Redis.from_url(settings.redis_url),
-        model_factory=lambda: build_model(model_spec, Sampling(),
+        model_factory=lambda: build_model(model_spec, Sampling(), llama,
                                           chat_template=settings.chat_template),
         repo_cache=RepoCache(settings.state_dir / "repos"),
         work_dir=work_dir,

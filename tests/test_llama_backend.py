@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -32,7 +33,7 @@ from workers.models.base import (
 )
 from workers.models.chat_template import load_chat_template
 from workers.models.llama_cpp import LlamaCppModel, LlamaSettings
-from workers.models.llama_resident import load_resident, resident_models
+from workers.models.llama_resident import load_resident, resident_models, unload_all
 
 pytest_plugins = ("tests.conftest_gguf",)
 
@@ -451,3 +452,159 @@ def test_solve_takes_the_template_from_the_flag_or_the_environment(
                  "--n-ctx", "4096"])
     assert code == 2
     assert "chat template file not found" in " ".join(capsys.readouterr().out.split())
+
+
+# --- llama.cpp settings: one place, for the worker and solve -------------------------------
+
+LLAMA_ENV = ("FROGNANO_N_CTX", "FROGNANO_N_GPU_LAYERS", "FROGNANO_N_BATCH", "FROGNANO_N_UBATCH",
+             "FROGNANO_FLASH_ATTN", "FROGNANO_KV_CACHE_TYPE", "FROGNANO_CPU_REPACK")
+
+
+def worker_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, model: Path,
+                 **env: str) -> LlamaCppModel:
+    """The model the worker's runtime builds, from the environment alone."""
+    from bot.settings import BotSettings
+    from frognano.worker_command import build_runtime
+
+    monkeypatch.chdir(tmp_path)  # no .env
+    for name in LLAMA_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_APP_ID", "1")
+    monkeypatch.setenv("GITHUB_PRIVATE_KEY", "not used before a run")
+    monkeypatch.setenv("FROGNANO_MODEL", str(model))
+    monkeypatch.setenv("FROGNANO_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FROGNANO_DATABASE_URL", f"sqlite:///{tmp_path / 'runs.db'}")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    built = build_runtime(BotSettings()).model_factory()
+    assert isinstance(built, LlamaCppModel)
+    return built
+
+
+def test_the_worker_runs_the_model_with_the_llama_environment(
+        tiny_qwen35_gguf: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import llama_cpp
+
+    model = worker_model(monkeypatch, tmp_path, tiny_qwen35_gguf, FROGNANO_N_CTX="3072",
+                         FROGNANO_N_BATCH="256", FROGNANO_N_UBATCH="64",
+                         FROGNANO_FLASH_ATTN="On", FROGNANO_CPU_REPACK="off")
+    llm = model.resident.llm
+    assert llm.n_ctx() == 3072
+    params = llm.context_params
+    assert (params.n_batch, params.n_ubatch) == (256, 64)
+    assert params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+    assert llm.model_params.use_extra_bufts is False
+    turn = model.complete(task(), TOOLS, TurnBudget(max_tokens=3))
+    assert turn.usage.completion_tokens >= 1
+
+    defaults = worker_model(monkeypatch, tmp_path, tiny_qwen35_gguf).resident.llm
+    assert defaults.n_ctx() == 65536
+    assert defaults.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+    assert defaults.context_params.type_k == llama_cpp.GGML_TYPE_F16
+    assert (defaults.context_params.n_batch, defaults.context_params.n_ubatch) == (512, 512)
+    small = worker_model(monkeypatch, tmp_path, tiny_qwen35_gguf, FROGNANO_N_CTX="3072",
+                         FROGNANO_N_BATCH="128").resident.llm  # the step follows the batch
+    assert (small.context_params.n_batch, small.context_params.n_ubatch) == (128, 128)
+    unload_all()
+
+
+def test_a_q8_0_kv_cache_with_flash_attention_auto(gemma_gguf: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    # llama.cpp quantises the V cache only with flash attention: this context exists only
+    # because "auto" reached llama.cpp (llama-cpp-python's own flag means on or off).
+    import llama_cpp
+
+    sizes = {}
+    for kv in ("f16", "q8_0"):
+        llm = worker_model(monkeypatch, tmp_path, gemma_gguf, FROGNANO_N_CTX="1024",
+                           FROGNANO_KV_CACHE_TYPE=kv,
+                           FROGNANO_CHAT_TEMPLATE=str(FIXTURE_TEMPLATE)).resident.llm
+        assert llm.context_params.type_k == llm.context_params.type_v == {
+            "f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0}[kv]
+        llm.eval(llm.tokenize(b"The capital of France is Paris. " * 40))
+        out = llm.create_completion("The capital of France is", max_tokens=2, temperature=0.0)
+        assert out["usage"]["completion_tokens"] >= 1
+        sizes[kv] = llama_cpp.llama_state_get_size(llm.ctx)
+    assert 0.45 < sizes["q8_0"] / sizes["f16"] < 0.6, sizes  # 34 bytes per 32 values, not 64
+    unload_all()
+
+
+@pytest.mark.parametrize(("env", "error"), [
+    ({"FROGNANO_FLASH_ATTN": "sometimes"}, "FROGNANO_FLASH_ATTN"),
+    ({"FROGNANO_KV_CACHE_TYPE": "q5_1"}, "FROGNANO_KV_CACHE_TYPE"),
+    ({"FROGNANO_KV_CACHE_TYPE": "q8_0", "FROGNANO_FLASH_ATTN": "off"},
+     "FROGNANO_KV_CACHE_TYPE=q8_0 needs flash attention"),
+    ({"FROGNANO_N_BATCH": "128", "FROGNANO_N_UBATCH": "512"},
+     r"FROGNANO_N_UBATCH \(512\) must not exceed FROGNANO_N_BATCH \(128\)"),
+    ({"FROGNANO_N_CTX": "0"}, "FROGNANO_N_CTX"),
+    ({"FROGNANO_N_CTX": "lots"}, "FROGNANO_N_CTX"),
+    ({"FROGNANO_N_GPU_LAYERS": "-2"}, "FROGNANO_N_GPU_LAYERS"),
+    ({"FROGNANO_CPU_REPACK": "yes please"}, "FROGNANO_CPU_REPACK"),
+])
+def test_bad_llama_settings_name_the_setting(env: dict[str, str], error: str,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from pydantic import ValidationError
+
+    from bot.settings import BotSettings
+    from frognano.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for name in LLAMA_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=error):
+        BotSettings()
+    assert main(["worker"]) == 2  # the worker refuses to start, saying why
+    assert re.search(error, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(("fields", "error"), [
+    ({"kv_cache_type": "q4_0", "flash_attn": "off"}, "q4_0 KV cache needs flash attention"),
+    ({"n_batch": 64, "n_ubatch": 128}, r"--n-ubatch must be between 1 and the batch size"),
+    ({"flash_attn": True}, "FROGNANO_FLASH_ATTN / --flash-attn must be one of auto, on, off"),
+    ({"n_ctx": -1}, "--n-ctx must be a positive number"),
+])
+def test_llama_settings_refuse_what_llama_cpp_cannot_run(fields: dict[str, Any],
+                                                         error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        LlamaSettings(**fields)
+
+
+def test_solve_flags_override_the_llama_environment(
+        tiny_qwen35_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from frognano.cli import main
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("x = 1\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "app.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    issue = tmp_path / "issue.md"
+    issue.write_text("Fix it. " + "word " * 3000)  # more tokens than either context holds
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FROGNANO_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("FROGNANO_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("FROGNANO_DATABASE_URL", "")
+    monkeypatch.setenv("FROGNANO_N_CTX", "2048")
+    solve = ["solve", str(repo), "--issue-file", str(issue), "--model", str(tiny_qwen35_gguf)]
+
+    def refusal(*flags: str) -> str:
+        assert main([*solve, *flags]) == 2
+        return " ".join(capsys.readouterr().out.split())
+
+    assert "does not fit the model's context of 2048 tokens" in refusal()
+    assert "does not fit the model's context of 1024 tokens" in refusal("--n-ctx", "1024")
+    monkeypatch.setenv("FROGNANO_N_BATCH", "256")
+    assert "--n-ubatch must be between 1 and the batch size (256), not 512" in refusal(
+        "--n-ubatch", "512")
+    monkeypatch.setenv("FROGNANO_FLASH_ATTN", "never")
+    assert main([*solve]) == 2
+    assert "FROGNANO_FLASH_ATTN" in capsys.readouterr().err
+    unload_all()

@@ -46,7 +46,7 @@ class LlamaSettings:
     n_gpu_layers: int = -1
     n_threads: int | None = None
     n_batch: int = 512
-    n_ubatch: int = 512
+    n_ubatch: int | None = None  # None: n_batch, at most 512
     flash_attn: FlashAttn = "auto"
     kv_cache_type: KvCacheType = "f16"
     cpu_repack: CpuRepack = "auto"
@@ -68,7 +68,7 @@ def llama_settings_problem(s: LlamaSettings) -> str | None:
         return f"the thread count must be positive, not {s.n_threads}"
     if s.n_batch <= 0:
         return f"FROGNANO_N_BATCH / --n-batch must be a positive number of tokens, not {s.n_batch}"
-    if not 0 < s.n_ubatch <= s.n_batch:
+    if s.n_ubatch is not None and not 0 < s.n_ubatch <= s.n_batch:
         return (f"FROGNANO_N_UBATCH / --n-ubatch must be between 1 and the batch size "
                 f"({s.n_batch}), not {s.n_ubatch}")
     for name, value, allowed in (("FROGNANO_FLASH_ATTN / --flash-attn", s.flash_attn, FLASH_ATTN),
@@ -406,7 +406,7 @@ def _load(path: Path, settings: LlamaSettings) -> Any:
             return llama_class(
                 model_path=str(path), n_ctx=settings.n_ctx, n_gpu_layers=settings.n_gpu_layers,
                 n_threads=settings.n_threads, n_threads_batch=settings.n_threads,
-                n_batch=settings.n_batch, n_ubatch=settings.n_ubatch,
+                n_batch=settings.n_batch, n_ubatch=settings.n_ubatch or min(settings.n_batch, 512),
                 use_extra_bufts=uses_cpu_repack(settings), flash_attn_type=flash,
                 type_k=kv_type, type_v=kv_type, logits_all=False, verbose=False)
     except (ValueError, RuntimeError, OSError) as exc:
@@ -415,7 +415,7 @@ def _load(path: Path, settings: LlamaSettings) -> Any:
             raise ModelLoadError(
                 f"llama.cpp loaded {path} but could not create its context (n_ctx "
                 f"{settings.n_ctx}, KV cache {settings.kv_cache_type}, flash attention "
-                f"{settings.flash_attn}, batch {settings.n_batch}/{settings.n_ubatch}); "
+                f"{settings.flash_attn}, batch {settings.n_batch}/{settings.n_ubatch or 'auto'}); "
                 f"llama.cpp said: {said}") from None
         architecture = read_gguf_info(path).architecture
         raise ModelLoadError(
