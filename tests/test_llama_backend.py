@@ -9,6 +9,7 @@ real Gemma 270M GGUF shows that a production model loads and generates.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -608,3 +609,144 @@ def test_solve_flags_override_the_llama_environment(
     assert main([*solve]) == 2
     assert "FROGNANO_FLASH_ATTN" in capsys.readouterr().err
     unload_all()
+
+
+# --- recovery state: only what cannot be cut back ------------------------------------------
+
+
+class AbortOnce:
+    """Aborts one real llama_decode (llama.cpp's abort callback, checked between graph
+    nodes): the `at`-th decode from now fails as an out-of-memory or backend error would."""
+
+    def __init__(self, llm: Any, at: int) -> None:
+        import llama_cpp
+
+        self.llm, self.calls, self.armed, self.fired = llm, 0, False, 0
+        self._callback = llama_cpp.ggml_abort_callback(self._abort)
+        llama_cpp.llama_set_abort_callback(llm.ctx, self._callback, None)
+        stock = type(llm).eval.__get__(llm)
+
+        def eval_(tokens: Any) -> None:
+            self.calls += 1
+            self.armed = self.armed or self.calls == at
+            stock(tokens)
+
+        llm.eval = eval_
+
+    def _abort(self, _: Any) -> bool:
+        if self.armed:
+            self.armed, self.fired = False, self.fired + 1
+            return True
+        return False
+
+    def close(self) -> None:
+        import llama_cpp
+
+        del self.llm.eval
+        llama_cpp.llama_set_abort_callback(self.llm.ctx, llama_cpp.ggml_abort_callback(), None)
+
+
+def greedy_session(model: LlamaCppModel, abort_in_turn: int | None = None,
+                   ) -> tuple[list[str], list[Any], list[list[str]], int]:
+    """Three free-running greedy turns of a conversation; optionally one decode of one
+    turn's generation aborted. The texts, the last logits after each turn, the notes,
+    and the context resets (full re-evaluations) after the first turn."""
+    import numpy as np
+
+    llm = model.resident.llm
+    messages = task()
+    texts, logits, notes = [], [], []
+    resets = 0
+    for index in range(3):
+        abort = AbortOnce(llm, at=3) if index == abort_in_turn else None
+        resets_before = llm.resets
+        try:
+            turn = model.complete(messages, [], TurnBudget(max_tokens=12))
+        finally:
+            if abort is not None:
+                abort.close()
+                assert abort.fired == 1
+        texts.append(turn.raw_text or "")
+        logits.append(np.ctypeslib.as_array(llm._ctx.get_logits(),
+                                            shape=(llm.n_vocab(),)).copy())
+        notes.append(turn.notes)
+        resets += (llm.resets - resets_before) if index else 0
+        messages += [turn.to_message(), {"role": "user", "content": f"Go on ({index})."}]
+    return texts, logits, notes, resets
+
+
+@pytest.mark.parametrize("recovery", ["partial", "full"])
+def test_a_failed_decode_is_retried_from_the_recovery_state_exactly(
+        tiny_qwen35_gguf: Path, recovery: str) -> None:
+    import numpy as np
+
+    sampling = Sampling(temperature=0.0, seed=1, enable_thinking=False)
+    reference = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS, sampling=sampling,
+                              logit_bias={IM_END: -100.0})
+    reference.resident.llm.reset()
+    texts, logits, _, resets = greedy_session(reference)
+    assert resets == 0
+
+    # The second turn's third decode fails after two tokens were generated: the
+    # recurrent state has moved on. The retry must continue as if it never happened.
+    model = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS, sampling=sampling,
+                          logit_bias={IM_END: -100.0}, recovery=recovery)  # type: ignore[arg-type]
+    model.resident.llm.reset()
+    retried, retried_logits, notes, resets = greedy_session(model, abort_in_turn=1)
+    assert resets == 0  # restored in place: nothing evaluated again
+    assert any("retried from the state snapshot after: llama_decode returned 2" in note
+               for note in notes[1]), notes
+    assert model.last_prompt_path == "append"
+    assert retried == texts
+    for ours, fresh in zip(retried_logits, logits, strict=True):
+        assert np.array_equal(ours, fresh)
+
+
+def test_a_recovery_state_that_does_not_apply_falls_back_to_evaluating(
+        tiny_qwen35_gguf: Path) -> None:
+    # Without the recurrent state the context cannot be cut back (its recurrent cell is
+    # two tokens ahead): the retry evaluates the prompt again, slower but still exact.
+    sampling = Sampling(temperature=0.0, seed=1, enable_thinking=False)
+    model = LlamaCppModel(tiny_qwen35_gguf, settings=SETTINGS, sampling=sampling,
+                          logit_bias={IM_END: -100.0})
+    model.resident.llm.reset()
+    texts, _, _, _ = greedy_session(model)
+    model.resident.llm.reset()
+    real_snapshot = model.resident.snapshot
+    model.resident.snapshot = lambda mode="partial": dataclasses.replace(  # type: ignore
+        real_snapshot(mode), state=b"")
+    try:
+        forgetful, _, notes, resets = greedy_session(model, abort_in_turn=1)
+    finally:
+        del model.resident.snapshot
+    assert any("retried" in note for note in notes[1])
+    assert (forgetful, resets) == (texts, 1)
+
+
+def test_the_recovery_state_is_the_recurrent_state_not_the_context(tmp_path: Path) -> None:
+    import llama_cpp
+
+    # Long context, few recurrent layers: the full state grows with every cached token,
+    # the partial one (three Gated-DeltaNet layers' states) does not.
+    path = make_tiny_qwen35(tmp_path / "wide.gguf", n_embd=128, n_layer=8,
+                            full_attention_interval=2, context_length=16384)
+    model = LlamaCppModel(path, settings=LlamaSettings(n_ctx=16384, n_threads=2),
+                          sampling=Sampling(seed=1), grammar=READ_CALL_GRAMMAR)
+    resident = model.resident
+    llm = resident.llm
+    sizes = []
+    messages = task()
+    for index in range(3):
+        turn = model.complete(messages, TOOLS, TurnBudget(max_tokens=400))
+        snapshot = model._conversation.snapshot  # type: ignore[union-attr]
+        assert snapshot is not None and snapshot.mode == "partial"
+        assert snapshot.tokens == llm.input_ids[: len(snapshot.tokens)].tolist()
+        sizes.append((len(snapshot.tokens), len(snapshot.state),
+                      llama_cpp.llama_state_get_size(llm.ctx)))
+        messages += [turn.to_message(), {"role": "tool", "tool_call_id": turn.tool_calls[0].id,
+                                         "content": "x = 1\n" * (500 + 500 * index)}]
+    partial = llama_cpp.llama_state_seq_get_size_ext(llm.ctx, 0, 1)
+    assert {state for _, state, _ in sizes} == {partial}, sizes  # the same every turn
+    (_, _, full_first), (tokens, _, full_last) = sizes[0], sizes[-1]
+    assert tokens > 8000 and full_last > 2 * full_first
+    assert partial * 20 < full_last, sizes  # what a turn copies, against the whole state
