@@ -10,6 +10,17 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from workers.agent.events import (
+    BaselineDone,
+    Event,
+    SetupStarted,
+    TestsJudged,
+    TestsStarted,
+    ToolStarted,
+    TurnDone,
+    TurnStarted,
+)
+
 
 class Progress:
     def __init__(self, console: Console) -> None:
@@ -35,34 +46,34 @@ class Progress:
     def __exit__(self, *exc: Any) -> None:
         self.live.__exit__(*exc)
 
-    def event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "turn_start":
-            self.phase, self.step = "thinking", data["step"]
-        elif kind == "turn":
-            usage = data["usage"]
-            seconds = usage.completion_seconds or data["seconds"]
+    def emit(self, event: Event) -> None:
+        """As an output of the run's events (workers/agent/events.py)."""
+        if isinstance(event, TurnStarted):
+            self.phase, self.step = "thinking", event.step
+        elif isinstance(event, TurnDone):
+            usage = event.turn.usage
+            seconds = usage.completion_seconds or event.model_seconds
             if usage.completion_tokens and seconds > 0:
                 self.tokens_per_second = usage.completion_tokens / seconds
-        elif kind == "tool":
-            self.phase, self.tool = "tool", data["name"]
+        elif isinstance(event, ToolStarted):
+            self.phase, self.tool = "tool", event.name
             # Tool names and arguments are the model's data: escaped, never markup.
-            self.console.print(f"[dim]step {data['step']:>3}[/dim] "
-                               f"{escape(str(data['name']))} "
-                               f"{escape(_brief(data['arguments']))}", highlight=False)
-        elif kind == "tests":
-            self.phase = f"tests ({data['phase']})"
-        elif kind == "tests_done":
-            judgement = data.get("judgement")
-            verdict = ""
-            if judgement is not None:
-                verdict = "; accepted" if judgement.accepted else \
-                    "; refused: " + "; ".join(judgement.reasons[:3])
-            self.console.print(f"[bold]tests {escape(data['phase'])}:[/bold] "
-                               f"{escape(data['verdict'].summary() + verdict)}",
-                               highlight=False)
-        elif kind == "setup":
+            self.console.print(f"[dim]step {event.step:>3}[/dim] {escape(event.name)} "
+                               f"{escape(_brief(event.arguments))}", highlight=False)
+        elif isinstance(event, TestsStarted):
+            self.phase = f"tests ({event.phase})"
+        elif isinstance(event, BaselineDone):
+            self._tests("baseline", event.tests.summary())
+        elif isinstance(event, TestsJudged):
+            verdict = "; accepted" if event.verdict.accepted else \
+                "; refused: " + "; ".join(event.verdict.reasons[:3])
+            self._tests("after", event.tests.summary() + verdict)
+        elif isinstance(event, SetupStarted):
             self.phase = "setup"
         self.live.update(self._render())
+
+    def _tests(self, phase: str, summary: str) -> None:
+        self.console.print(f"[bold]tests {phase}:[/bold] {escape(summary)}", highlight=False)
 
 
 def _brief(arguments: dict[str, Any]) -> str:

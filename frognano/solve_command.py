@@ -18,23 +18,21 @@ from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
 from frognano.models import ModelSpecError, build_model
 from frognano.progress import Progress
 from runstore.store import RunStoreUnavailable, default_database_url, open_run_store
-from sandbox import open_sandbox
-from sandbox.base import SandboxConfig, SandboxError, SandboxUnavailable
-from workers.agent.harness import SolveLimits, SolveResult, solve
-from workers.agent.python_setup import infer_python_setup
-from workers.agent.repo_tests import detect_test_command
+from sandbox.base import SandboxError, SandboxUnavailable
+from workers.agent.events import Outputs, RunAborted
+from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
-from workers.hostgit import GitError
+from workers.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError
 from workers.local_solve import (
     LocalRepoError,
     bring_back,
     check_repository,
-    clone_workspace,
     slugify,
     unique_branch,
 )
 from workers.models.base import Sampling
 from workers.models.llama_resident import LlamaSettings
+from workers.run_path import NoTestCommand, Overrides, decide, execute, open_workspace, prepare
 from workers.run_recording import RunRecorder
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -68,6 +66,7 @@ class SolveOptions:
     n_gpu_layers: int = -1
     llama: dict[str, Any] = field(default_factory=dict)  # more LlamaSettings fields
     chat_template: Path | None = None  # a Jinja file, for a GGUF that carries no template
+    max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES  # a bigger change is not committed
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
 
@@ -108,18 +107,17 @@ def _start_recorder(opts: SolveOptions, slug: str, transcript_path: Path) -> Run
 def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path: Path,
                recorder: RunRecorder) -> int:
     run_dir = opts.work_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{slug}"
-    with recorder.transcript(transcript_path) as transcript:
+    with Transcript(transcript_path) as transcript:
+        events = Outputs(transcript, recorder)
         try:
-            return _solve(opts, slug, run_dir, transcript, console)
+            return _solve(opts, slug, run_dir, events, console)
         except (BadInput, LocalRepoError, ModelSpecError, RepoConfigError,
                 SandboxUnavailable) as exc:
-            transcript.write("result", exit_reason="bad_input", tests_passed=False,
-                             error=str(exc))
+            events.emit(RunAborted(exit_reason="bad_input", error=str(exc)))
             console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
             return EXIT_BAD_INPUT
         except (SandboxError, GitError) as exc:
-            transcript.write("result", exit_reason="infrastructure_error", tests_passed=False,
-                             error=str(exc))
+            events.emit(RunAborted(exit_reason="infrastructure_error", error=str(exc)))
             console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
             return EXIT_TESTS_FAILED
         finally:
@@ -128,8 +126,10 @@ def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
+def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,
            console: Console) -> int:
+    """The bot's run path (workers/run_path.py) on a local checkout; only the source, the
+    flags over the config, and what a decision means (a local branch) are solve's own."""
     if not opts.issue.strip():
         raise BadInput("the issue text is empty")
     _check_numbers(opts)
@@ -142,65 +142,47 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript: Transcript,
     model = build_model(opts.model, Sampling(seed=opts.seed), llama,
                         chat_template=opts.chat_template)
     _check_issue_size(opts.issue, model, opts.n_ctx)
-    workspace, private = run_dir / "workspace", run_dir / "private"
-    opts.work_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
-    private.mkdir(parents=True)
-    host = clone_workspace(repo, run_dir)
-    base_commit = host.base
-    config_file = workspace / CONFIG_PATH
+    host = open_workspace(repo, None, run_dir, max_diff_bytes=opts.max_diff_bytes)
+    config_file = host.work_tree / CONFIG_PATH  # the checkout's own: HEAD is the user's
     config = parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
                                if config_file.is_file() else None)
-    test_command = opts.test_cmd if opts.test_cmd is not None else config.test
-    if not test_command:
-        detected = detect_test_command(workspace)
-        if detected is None:
-            raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
-                           f"{CONFIG_PATH}; the harness needs the repository's tests to "
-                           "judge a fix")
-        test_command = detected.command
-    limits = SolveLimits(
-        max_steps=opts.max_steps or config.max_steps,
-        max_attempts=opts.max_attempts or config.max_attempts,
-        max_seconds=60 * (opts.timeout_minutes or config.timeout_minutes),
-        test_timeout=60 * config.test_timeout_minutes,
-        max_context_tokens=opts.n_ctx,
-    )
-    setup_command, setup_note = config.setup, ""
-    if not setup_command:
-        inferred = infer_python_setup(workspace)
-        if inferred is not None:
-            setup_command, setup_note = inferred.command, inferred.note
-    console.print(escape(f"repository {repo} at {base_commit[:12]}; tests: `{test_command}`; "
-                         f"model {model.name}; sandbox {opts.sandbox}"), highlight=False)
-    if setup_note:
-        console.print(escape(f"setup {setup_note}: `{setup_command}`"), highlight=False)
-    sandbox_config = SandboxConfig(workspace=workspace, private_dir=private)
-    with open_sandbox(opts.sandbox, sandbox_config) as sandbox, Progress(console) as progress:
-        result = solve(model, sandbox, opts.issue, test_command, transcript, repo=host,
-                       limits=limits, setup_command=setup_command, setup_note=setup_note,
-                       on_event=progress.event)
+    overrides = Overrides(test_command=opts.test_cmd, max_steps=opts.max_steps,
+                          max_attempts=opts.max_attempts, timeout_minutes=opts.timeout_minutes)
+    try:
+        plan = prepare(opts.issue, host.work_tree, config, overrides=overrides,
+                       context_tokens=opts.n_ctx)
+    except NoTestCommand:
+        raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
+                       f"{CONFIG_PATH}; the harness needs the repository's tests to "
+                       "judge a fix") from None
+    console.print(escape(f"repository {repo} at {host.base[:12]}; tests: "
+                         f"`{plan.test_command}`; model {model.name}; sandbox {opts.sandbox}"),
+                  highlight=False)
+    if plan.setup_note:
+        console.print(escape(f"setup {plan.setup_note}: `{plan.setup_command}`"),
+                      highlight=False)
+    with Progress(console) as progress:
+        result = execute(plan, model, host, opts.sandbox, Outputs(events, progress))
     _report(result, console)
     if result.exit_reason == "baseline_unusable":
         return EXIT_BAD_INPUT
-    snapshot = result.snapshot
-    if not result.tests_passed:
-        return EXIT_TESTS_FAILED
-    if snapshot is None:
-        return EXIT_TESTS_FAILED  # _report printed why the change could not be read
-    for path in snapshot.dropped:
+    for path in result.snapshot.dropped if result.tests_passed and result.snapshot else []:
         console.print(f"[bold yellow]warning:[/bold yellow] left out `{escape(path)}`: a "
                       "nested git repository is never committed", highlight=False)
-    if snapshot.refusal:
-        console.print(f"[bold red]not committed:[/bold red] {escape(snapshot.refusal)}",
-                      highlight=False)
-        return EXIT_TESTS_FAILED
-    if not snapshot.paths:
+    decision = decide(result, config)
+    if decision.outcome == "no_change":
         console.print("The tests pass and nothing was changed: no branch created.")
         return EXIT_OK
+    if decision.action == "refuse":
+        console.print(f"[bold red]not committed:[/bold red] {escape(decision.reason)}",
+                      highlight=False)
+    if decision.action != "publish":
+        return EXIT_TESTS_FAILED  # _report printed why
+    assert result.snapshot is not None  # decide publishes only a snapshot it has read
     branch = unique_branch(repo, slug)
     first_line = opts.issue.strip().splitlines()[0][:72]
-    commit = host.commit(snapshot.tree, branch, f"{first_line}\n\nMade by frognano solve; "
-                         f"the harness ran `{test_command}` and it passed.")
+    commit = host.commit(result.snapshot.tree, branch, f"{first_line}\n\nMade by frognano "
+                         f"solve; the harness ran `{plan.test_command}` and it passed.")
     bring_back(repo, host, branch)
     console.print(f"[bold green]committed[/bold green] {commit[:12]} on branch "
                   f"{escape(branch)} (your current branch is untouched)", highlight=False)

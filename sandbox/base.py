@@ -53,6 +53,16 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
 
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool call's outcome: the text the model reads, and whether the call failed
+    (the runner says so; a failing Bash command is not a failed call, its exit code is
+    in the text)."""
+
+    output: str
+    error: bool = False
+
+
 @dataclass
 class SandboxConfig:
     """How a sandbox is built for one run."""
@@ -84,6 +94,10 @@ class Sandbox(Protocol):
 
     def run_tool(self, name: str, args: dict[str, Any]) -> str:
         """Run one of the five tools; tool failures come back as text, never raised."""
+        ...
+
+    def call_tool(self, name: str, args: dict[str, Any]) -> ToolResult:
+        """`run_tool` with the runner's verdict on whether the call failed."""
         ...
 
     def exec(self, command: str, *, network: bool = False,

@@ -343,7 +343,10 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         """Before every spawn: the read-write binds are the host's real directories and
         every other bind source is a host file the sandbox never could write."""
         for path in (self.config.workspace, self.config.private_dir):
-            info = os.lstat(path)
+            try:
+                info = os.lstat(path)
+            except OSError as exc:  # removed under the run: the sandbox cannot come back
+                raise SandboxError(f"{path} is gone ({exc.strerror}); not binding it") from None
             if not stat.S_ISDIR(info.st_mode):
                 raise SandboxError(f"{path} is no longer a real directory; not binding it")
         writable = [self.config.workspace.resolve(), self.config.private_dir.resolve()]

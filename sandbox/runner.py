@@ -14,7 +14,8 @@ shell string):
     runner.py once ...   same options, answers exactly one request
 
     {"id": 1, "op": "tool", "name": "Read", "args": {...}}
-        -> {"id": 1, "ok": true, "output": "..."}
+        -> {"id": 1, "ok": true, "output": "...", "error": false}
+           (error: the tool failed, e.g. "FileNotFoundError: …"; the output says how)
     {"id": 2, "op": "exec", "command": "pytest -q", "timeout": 600, "max_chars": 200000}
         -> {"id": 2, "ok": true, "exit_code": 0, "stdout": "...", "stderr": "...",
             "timed_out": false, "seconds": 1.2, "truncated": false}
@@ -67,16 +68,22 @@ class Settings:
 
 
 def run_tool(name: str, arguments: Any) -> str:
+    return tool_reply(name, arguments)[0]
+
+
+def tool_reply(name: str, arguments: Any) -> tuple[str, bool]:
+    """The output the model reads, and whether the call failed (unknown tool, or the tool
+    raised): said here, where it is known, so nobody guesses it from the text."""
     if not isinstance(arguments, dict):
         arguments = {}
     handlers = {"Read": _read, "Write": _write, "Edit": _edit, "Glob": _glob, "Bash": _bash}
     handler = handlers.get(name)
     if handler is None:
-        return f"Unknown tool: {name}"
+        return f"Unknown tool: {name}", True
     try:
-        return handler(arguments)
+        return handler(arguments), False
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {exc}", True
 
 
 def _read(arguments: dict[str, Any]) -> str:
@@ -407,7 +414,8 @@ def handle(request: Any) -> dict[str, Any]:
     op = request.get("op")
     try:
         if op == "tool":
-            reply["output"] = run_tool(str(request.get("name") or ""), request.get("args"))
+            reply["output"], reply["error"] = tool_reply(str(request.get("name") or ""),
+                                                         request.get("args"))
         elif op == "exec":
             reply.update(run_exec(request))
         elif op == "ping":

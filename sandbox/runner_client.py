@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sandbox.base import ExecResult, SandboxConfig, SandboxError
+from sandbox.base import ExecResult, SandboxConfig, SandboxError, ToolResult
 from sandbox.disk_quota import DiskQuotaExceeded, DiskWatch
 from sandbox.usage_watch import UsageWatch, measure
 
@@ -282,6 +282,9 @@ class RunnerBackedSandbox:
         return self._runner
 
     def run_tool(self, name: str, args: dict[str, Any]) -> str:
+        return self.call_tool(name, args).output
+
+    def call_tool(self, name: str, args: dict[str, Any]) -> ToolResult:
         if not isinstance(args, dict):
             args = {}
         limits = self.config.limits
@@ -291,14 +294,17 @@ class RunnerBackedSandbox:
             runner = self._ensure()
             with self._disk_watch(runner) as watch, self._watch_usage(runner) as usage:
                 try:
-                    output = str(runner.request(request, seconds)["output"])
+                    reply = runner.request(request, seconds)
+                    result = ToolResult(str(reply["output"]), reply.get("error") is True)
                 except RunnerGone as exc:
                     self._runner = None  # restarted lazily by the next call
-                    output = tool_failure_text(name, exc, seconds - GRACE_SECONDS)
+                    # A Bash call cut off by its deadline reads as a timed-out command.
+                    result = ToolResult(tool_failure_text(name, exc, seconds - GRACE_SECONDS),
+                                        error=not (name == "Bash" and exc.timed_out))
                     if usage is not None and usage.failure():
-                        output = f"SandboxError: {usage.failure()}"
+                        result = ToolResult(f"SandboxError: {usage.failure()}", error=True)
             self._enforce_quota(watch)
-            return output
+            return result
 
     def exec(self, command: str, *, network: bool = False,
              timeout: float | None = None) -> ExecResult:

@@ -24,6 +24,12 @@ from bot.settings import BotSettings
 from bot.triggers import Trigger
 from runstore.store import RunStore
 from tests.redis_server import RedisServer
+from tests.run_events import finished, ran_tests, started, turn
+from workers.agent.events import BaselineDone, Feedback, Observation, Outputs, TestsJudged
+from workers.agent.repo_tests import TestVerdict
+from workers.agent.transcript import Transcript
+from workers.agent.verdict import Verdict
+from workers.models.base import Usage
 from workers.run_recording import RunRecorder
 
 TOKEN = "dashboard-token-for-tests"
@@ -52,45 +58,31 @@ UNCHANGED = {**{f"tests/test_more.py::test_{n:03d}": "passed" for n in range(188
              "tests/test_more.py::test_net": "skipped", "tests/test_more.py::test_slow": "skipped"}
 
 
-def _verdict(passed: bool, state: str) -> dict[str, Any]:
+def _tests(passed: bool, state: str) -> TestVerdict:
     added = {"tests/test_calc.py::test_add_floats": "passed"} if passed else {}
-    return {"command": "pytest -q", "exit_code": 0 if passed else 1, "timed_out": False,
-            "passed": passed, "seconds": 0.4, "output_tail": f"1 {state}",
-            "tests": {"tests/test_calc.py::test_add": state,
-                      "tests/test_calc.py::test_sub": "passed", **added, **UNCHANGED}}
+    return ran_tests({"tests/test_calc.py::test_add": state,
+                      "tests/test_calc.py::test_sub": "passed", **added, **UNCHANGED},
+                     passed=passed, seconds=0.4, output=f"1 {state}")
 
 
 def record_finished_run(store: RunStore, tmp_path: Path) -> int:
     recorder = RunRecorder.start(store, repo="octo/calc", issue=1, trigger="label", attempt=1)
-    with recorder.transcript(tmp_path / "finished.jsonl") as transcript:
-        transcript.write("run", model="scripted", test_command="pytest -q", setup_command=None,
-                         limits={"max_steps": 100}, sampling=None, seed=None)
-        transcript.write("baseline", **_verdict(False, "failed"))
-        transcript.write("turn", step=1, attempt=0, assistant={
-            "content": "", "reasoning": "SECRET-REASONING: add uses minus", "raw_text": None},
-            tool_calls=[{"id": "c1", "name": "Bash", "arguments": {"command": "cat calc.py"},
-                         "raw_arguments": None}],
-            parse_errors=[], notes=[], observations=[
-                {"id": "c1", "name": "Bash", "output": HOSTILE, "seconds": 0.2}],
-            finish_reason="tool_calls", usage={"prompt_tokens": 900,
-                                               "prompt_tokens_evaluated": 900,
-                                               "completion_tokens": 40},
-            seconds={"model": 1.0, "tools": 0.2})
-        transcript.write("turn", step=2, attempt=0, assistant={
-            "content": "Fixed `add`.", "reasoning": "done", "raw_text": None},
-            tool_calls=[], parse_errors=[], notes=[], observations=[],
-            finish_reason="stop", usage={"prompt_tokens": 950, "prompt_tokens_evaluated": 50,
-                                         "completion_tokens": 10},
-            seconds={"model": 0.5, "tools": 0})
-        transcript.write("tests", attempt=1, exit_reason="agent", **_verdict(True, "passed"))
-        transcript.write("result", exit_reason="tests_passed", tests_passed=True,
-                         baseline=_verdict(False, "failed"), final=_verdict(True, "passed"),
-                         changes=[], suspicious=[], test_files_changed=[], diff=DIFF,
-                         totals={"attempts": 1, "steps": 2, "seconds": 42.0, "usage": {
-                             "prompt_tokens": 1850, "prompt_tokens_evaluated": 950,
-                             "completion_tokens": 50, "prompt_seconds": 0.3,
-                             "completion_seconds": 2.5}, "tool_calls": {"Bash": 1}},
-                         error="")
+    with Transcript(tmp_path / "finished.jsonl") as transcript:
+        events = Outputs(transcript, recorder)
+        events.emit(started())
+        events.emit(BaselineDone(tests=_tests(False, "failed")))
+        events.emit(turn(1, reasoning="SECRET-REASONING: add uses minus", calls=[
+            ("Bash", {"command": "cat calc.py"}, Observation("c1", "Bash", HOSTILE, 0.2))],
+            prompt_tokens=900, evaluated=900, completion_tokens=40, model_seconds=1.0))
+        events.emit(turn(2, content="Fixed `add`.", reasoning="done", prompt_tokens=950,
+                         evaluated=50, completion_tokens=10, model_seconds=0.5))
+        final = _tests(True, "passed")
+        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final,
+                                verdict=Verdict(accepted=True), model_tests=None))
+        events.emit(finished(_tests(False, "failed"), final, diff=DIFF, steps=2, seconds=42.0,
+                             usage=Usage(prompt_tokens=1850, prompt_tokens_evaluated=950,
+                                         completion_tokens=50, prompt_seconds=0.3,
+                                         completion_seconds=2.5)))
     recorder.set_pr_url("https://github.example/octo/calc/pull/1")
     recorder.finish("passed", outcome="pr_opened")
     assert recorder.run_id is not None
@@ -222,12 +214,11 @@ def test_the_pr_link_shape_redirects_to_the_run(client: TestClient, store: RunSt
 
 def test_live_endpoint_sends_new_records(client: TestClient, store: RunStore) -> None:
     recorder = RunRecorder.start(store, repo="octo/live", issue=5, trigger="label", attempt=1)
-    transcript = recorder.transcript(None)
-    transcript.write("run", model="scripted", test_command="pytest")
+    recorder.emit(started(test_command="pytest"))
     client.get(f"/runs?token={TOKEN}")
     first = client.get(f"/runs/{recorder.run_id}/live?after=0").json()
     assert first["status"] == "running" and not first["finished"] and first["next"] == 1
-    transcript.write("feedback", attempt=1, content="<b>tests failed</b>")
+    recorder.emit(Feedback(attempt=1, content="<b>tests failed</b>"))
     second = client.get(f"/runs/{recorder.run_id}/live?after=1").json()
     assert second["next"] == 2 and "&lt;b&gt;tests failed" in second["html"]
     assert "Run started" not in second["html"]
@@ -372,20 +363,13 @@ def test_dashboard_in_chromium(served: str, browser: Any, store: RunStore,
 def test_run_page_updates_live_in_chromium(served: str, browser: Any,
                                            store: RunStore) -> None:
     recorder = RunRecorder.start(store, repo="octo/live", issue=3, trigger="label", attempt=1)
-    transcript = recorder.transcript(None)
-    transcript.write("run", model="scripted", test_command="pytest", setup_command=None,
-                     limits={}, sampling=None, seed=None)
+    recorder.emit(started(test_command="pytest"))
     page = browser.new_page()
     page.goto(f"{served}/runs/{recorder.run_id}?token={TOKEN}")
     assert page.locator("#run-status").inner_text() == "running"
-    transcript.write("turn", step=1, attempt=0, assistant={
-        "content": "looking", "reasoning": "hmm", "raw_text": None},
-        tool_calls=[{"id": "c", "name": "Glob", "arguments": {"pattern": "*.py"},
-                     "raw_arguments": None}], parse_errors=[], notes=[],
-        observations=[{"id": "c", "name": "Glob", "output": "calc.py", "seconds": 0.01}],
-        finish_reason="tool_calls", usage={"prompt_tokens": 10, "prompt_tokens_evaluated": 10,
-                                           "completion_tokens": 7},
-        seconds={"model": 0.1, "tools": 0.01})
+    recorder.emit(turn(1, content="looking", reasoning="hmm", calls=[
+        ("Glob", {"pattern": "*.py"}, Observation("c", "Glob", "calc.py", 0.01))],
+        prompt_tokens=10, evaluated=10, completion_tokens=7))
     page.wait_for_selector('section.event-turn[data-seq="2"]', timeout=10_000)
     assert page.locator("#run-steps").inner_text() == "1"
     recorder.finish("failed", outcome="failed")

@@ -1,5 +1,5 @@
 """Run records on SQLite and on a real PostgreSQL server (tests/postgres_server.py):
-migrations, the API, recording from a transcript, several writing processes at once, and a
+migrations, the API, recording from a run's events, several writing processes at once, and a
 real `frognano solve` showing up as a run."""
 
 from __future__ import annotations
@@ -27,6 +27,20 @@ from runstore.store import (
 )
 from tests.conftest import make_repo
 from tests.postgres_server import PostgresServer
+from tests.run_events import finished, ran_tests, started, turn
+from workers.agent.events import (
+    BaselineDone,
+    Event,
+    Observation,
+    OnEvent,
+    Outputs,
+    RunAborted,
+    TestsJudged,
+    TurnDone,
+)
+from workers.agent.transcript import Transcript
+from workers.agent.verdict import Verdict
+from workers.models.base import Usage
 from workers.models.scripted import final_answer, think_and_call
 from workers.run_recording import RunRecorder, status_for_outcome, tool_stats
 
@@ -136,53 +150,58 @@ def test_a_redelivered_attempt_reuses_its_record(database_url: str) -> None:
     assert store.next_attempt("o/r", 3) == 2
 
 
-def _records() -> list[dict]:
-    observation = {"id": "c1", "name": "Bash", "output": "ok", "seconds": 0.5}
-    failing = {"id": "c2", "name": "Read", "output": "FileNotFoundError: nope", "seconds": 0.1}
+def _events() -> list[Event]:
+    bash = Observation("c1", "Bash", "ok", 0.5)
+    # A Glob whose first match reads like an exception: only the runner's flag says
+    # whether a call failed, never the text.
+    glob = Observation("c3", "Glob", "KeyError: looks-like-an-error.txt", 0.2)
+    failing = Observation("c2", "Read", "FileNotFoundError: nope", 0.1, failed=True)
+    baseline = ran_tests({"t::a": "failed"}, passed=False, seconds=2.0)
+    final = ran_tests({"t::a": "passed"}, passed=True, seconds=1.5)
     return [
-        ("run", {"model": "scripted", "test_command": "pytest -q"}),
-        ("baseline", {"passed": False, "seconds": 2.0, "tests": {"t::a": "failed"}}),
-        ("turn", {"step": 1, "attempt": 0, "usage": {"prompt_tokens": 100,
-                  "prompt_tokens_evaluated": 100, "completion_tokens": 20},
-                  "observations": [observation, failing]}),
-        ("turn", {"step": 2, "attempt": 0, "usage": {"prompt_tokens": 150,
-                  "prompt_tokens_evaluated": 30, "completion_tokens": 10},
-                  "observations": [observation]}),
-        ("tests", {"attempt": 1, "passed": True, "seconds": 1.5, "tests": {"t::a": "passed"}}),
-        ("result", {"exit_reason": "tests_passed", "tests_passed": True,
-                    "baseline": {"passed": False}, "final": {"passed": True}, "diff": "+x",
-                    "totals": {"attempts": 1, "steps": 2, "seconds": 9.0, "usage": {
-                        "prompt_tokens": 250, "prompt_tokens_evaluated": 130,
-                        "completion_tokens": 30, "prompt_seconds": 0.5,
-                        "completion_seconds": 3.0}}, "error": ""}),
+        started(),
+        BaselineDone(tests=baseline),
+        turn(1, calls=[("Bash", {}, bash), ("Read", {}, failing)], prompt_tokens=100,
+             evaluated=100, completion_tokens=20),
+        turn(2, calls=[("Bash", {}, bash), ("Glob", {}, glob)], prompt_tokens=150,
+             evaluated=30, completion_tokens=10),
+        TestsJudged(attempt=1, exit_reason="agent", tests=final,
+                    verdict=Verdict(accepted=True), model_tests=None),
+        finished(baseline, final, diff="+x", steps=2, seconds=9.0, usage=Usage(
+            prompt_tokens=250, prompt_tokens_evaluated=130, completion_tokens=30,
+            prompt_seconds=0.5, completion_seconds=3.0)),
     ]
 
 
-def test_recorder_fills_the_record_from_the_transcript(database_url: str,
+def test_recorder_fills_the_record_from_the_run_events(database_url: str,
                                                        tmp_path: Path) -> None:
     store = RunStore(database_url)
     recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", attempt=1)
-    with recorder.transcript(tmp_path / "t.jsonl") as transcript:
-        for kind, fields in _records()[:4]:
-            transcript.write(kind, **fields)
+    events = _events()
+    with Transcript(tmp_path / "t.jsonl") as transcript:
+        outputs = Outputs(transcript, recorder, OnEvent(lambda e: None))
+        for event in events[:4]:
+            outputs.emit(event)
         live = store.get_run(recorder.run_id)
         assert live.status == "running" and live.steps == 2 and live.completion_tokens == 30
-        for kind, fields in _records()[4:]:
-            transcript.write(kind, **fields)
+        for event in events[4:]:
+            outputs.emit(event)
     recorder.set_pr_url("https://example/pull/1")
     recorder.finish(status_for_outcome("pr_opened"), outcome="pr_opened")
     run = store.get_run(recorder.run_id)
     assert (run.status, run.outcome, run.exit_reason) == ("passed", "pr_opened", "tests_passed")
     assert (run.model, run.test_command, run.seconds) == ("scripted", "pytest -q", 9.0)
     assert (run.prompt_tokens, run.prompt_tokens_evaluated) == (250, 130)
-    assert run.sandbox_seconds == pytest.approx(0.5 + 0.1 + 0.5 + 2.0 + 1.5)
-    assert run.tests("after") == {"passed": True} and run.pr_url == "https://example/pull/1"
+    assert run.sandbox_seconds == pytest.approx(0.5 + 0.1 + 0.5 + 0.2 + 2.0 + 1.5)
+    assert run.tests("after")["passed"] is True and run.pr_url == "https://example/pull/1"
     assert [record["kind"] for _, record in store.events(run.id)] == [
         "run", "baseline", "turn", "turn", "tests", "result"]
     assert [seq for seq, _ in store.events(run.id, after=4)] == [5, 6]
-    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 6, "the file is unchanged"
-    assert tool_stats([{"kind": k, **f} for k, f in _records()]) == {
-        ("Bash", "ok"): (2, 1.0), ("Read", "error"): (1, 0.1)}
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert lines == [record for _, record in store.events(run.id)], "the same records"
+    turns = [e for e in events if isinstance(e, TurnDone)]
+    assert tool_stats(turns) == {("Bash", "ok"): (2, 1.0), ("Read", "error"): (1, 0.1),
+                                 ("Glob", "ok"): (1, 0.2)}
 
 
 def test_a_broken_database_never_stops_the_run(tmp_path: Path,
@@ -195,9 +214,10 @@ def test_a_broken_database_never_stops_the_run(tmp_path: Path,
 
     for name in ("append_event", "update_run", "add_progress", "set_tool_stats"):
         monkeypatch.setattr(store, name, broken)
-    with recorder.transcript(tmp_path / "t.jsonl") as transcript:
-        transcript.write("run", model="m")
-        transcript.write("result", exit_reason="agent")
+    with Transcript(tmp_path / "t.jsonl") as transcript:
+        outputs = Outputs(transcript, recorder)
+        outputs.emit(started())
+        outputs.emit(RunAborted(exit_reason="bad_input", error="no"))
     recorder.finish("passed")
     assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 2
     assert RunRecorder.start(None, repo="o/r", issue=1, trigger="x").run_id is None

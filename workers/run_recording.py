@@ -1,21 +1,31 @@
-"""Glue between a running solve and its run record: the transcript feeds the store.
+"""Glue between a running solve and its run record: the run's events feed the store.
 
-Every transcript record is also stored as a run event (the dashboard shows runs live, even
-from another host), `run`/`turn`/`result` records update the run's columns, and the caller
-adds what only it knows (PR URL, pipeline outcome). A database failure is logged and never
-ends a run: the transcript file stays the source of truth.
+The recorder is one of the run's outputs (workers/agent/events.py), next to the
+transcript file: every recorded event is also stored as a run event (the dashboard shows
+runs live, even from another host), and the typed events update the run's columns
+(model, progress, tool statistics, result). The caller adds what only it knows (PR URL,
+pipeline outcome). A database failure is logged and never ends a run: the transcript
+file stays the source of truth.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from runstore.store import RunStore
-from workers.agent.transcript import Transcript
+from workers.agent.events import (
+    BaselineDone,
+    Event,
+    RunAborted,
+    RunFinished,
+    RunStarted,
+    SetupDone,
+    TestsJudged,
+    TurnDone,
+)
+from workers.agent.transcript import bounded_record
 
 log = logging.getLogger(__name__)
 
@@ -25,55 +35,33 @@ OUTCOME_STATUS = {
     "superseded": "superseded",
     "error": "error",
 }
-# Leaf's runner turns a failing tool into "<ExceptionName>: message" or "Unknown tool: …".
-_TOOL_ERROR = re.compile(r"^(Unknown tool: |[A-Z]\w*(Error|Exception): )")
 
 
 def status_for_outcome(outcome: str) -> str:
     return OUTCOME_STATUS.get(outcome, "failed")
 
 
-def tool_outcome(observation: dict[str, Any]) -> str:
-    if observation.get("error") is not None:
-        return "sandbox_error"
-    return "error" if _TOOL_ERROR.match(str(observation.get("output") or "")) else "ok"
-
-
-def tool_stats(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, float]]:
-    """(tool, outcome) → (calls, seconds) over the turns of a transcript."""
+def tool_stats(turns: Iterable[TurnDone]) -> dict[tuple[str, str], tuple[int, float]]:
+    """(tool, outcome) → (calls, seconds); the outcome is the runner's own word on each
+    call (`Observation.outcome`), never a guess from its text."""
     stats: dict[tuple[str, str], tuple[int, float]] = {}
-    for record in records:
-        if record.get("kind") != "turn":
-            continue
-        for observation in record.get("observations") or []:
-            key = (str(observation.get("name")), tool_outcome(observation))
+    for turn in turns:
+        for observation in turn.observations:
+            key = (observation.name, observation.outcome)
             calls, seconds = stats.get(key, (0, 0.0))
-            stats[key] = (calls + 1, seconds + float(observation.get("seconds") or 0))
+            stats[key] = (calls + 1, seconds + observation.seconds)
     return stats
 
 
-def sandbox_seconds(records: list[dict[str, Any]]) -> float:
-    """Time spent inside the sandbox: tool calls, setup and test runs."""
-    total = 0.0
-    for record in records:
-        kind = record.get("kind")
-        if kind == "turn":
-            total += sum(float(o.get("seconds") or 0) for o in record.get("observations") or [])
-        elif kind in ("setup", "baseline", "tests"):
-            total += float(record.get("seconds") or 0)
-    return total
-
-
-class RecordedTranscript(Transcript):
-    """A transcript that also hands each record to the run recorder."""
-
-    def __init__(self, path: Path | None, on_record: Callable[[dict[str, Any], int], None]):
-        super().__init__(path)
-        self._on_record = on_record
-
-    def write(self, kind: str, **fields: Any) -> None:
-        super().write(kind, **fields)
-        self._on_record(self.records[-1], len(self.records))
+def sandbox_seconds(event: Event) -> float:
+    """Time an event spent inside the sandbox: tool calls, setup and test runs."""
+    if isinstance(event, TurnDone):
+        return event.tool_seconds
+    if isinstance(event, SetupDone):
+        return event.result.seconds
+    if isinstance(event, BaselineDone | TestsJudged):
+        return event.tests.seconds
+    return 0.0
 
 
 class RunRecorder:
@@ -82,7 +70,9 @@ class RunRecorder:
     def __init__(self, store: RunStore | None, run_id: int | None) -> None:
         self.store = store if run_id is not None else None
         self.run_id = run_id
-        self._records: list[dict[str, Any]] = []
+        self._seq = 0
+        self._turns: list[TurnDone] = []
+        self._sandbox_seconds = 0.0
         self._warned = False
 
     @classmethod
@@ -105,8 +95,16 @@ class RunRecorder:
             return cls(None, None)
         return cls(store, run_id)
 
-    def transcript(self, path: Path | None) -> Transcript:
-        return RecordedTranscript(path, self._on_record) if self.store else Transcript(path)
+    def emit(self, event: Event) -> None:
+        record = event.record()
+        if self.store is None or record is None:
+            return
+        self._seq += 1
+        seq, (stored, _) = self._seq, bounded_record(record)
+        self._sandbox_seconds += sandbox_seconds(event)
+        if isinstance(event, TurnDone):
+            self._turns.append(event)
+        self._safely(lambda store, run_id: self._store(store, run_id, event, stored, seq))
 
     def set_pr_url(self, url: str) -> None:
         self._safely(lambda store, run_id: store.update_run(run_id, pr_url=url))
@@ -120,48 +118,38 @@ class RunRecorder:
             fields["error"] = error[:4000]
         self._safely(lambda store, run_id: store.update_run(run_id, **fields))
 
-    def _on_record(self, record: dict[str, Any], seq: int) -> None:
-        self._records.append(record)
-        self._safely(lambda store, run_id: self._store_record(store, run_id, record, seq))
-
-    def _store_record(self, store: RunStore, run_id: int, record: dict[str, Any],
-                      seq: int) -> None:
+    def _store(self, store: RunStore, run_id: int, event: Event, record: dict[str, Any],
+               seq: int) -> None:
         store.append_event(run_id, seq, record)
-        kind = record.get("kind")
-        if kind == "run":
-            store.update_run(run_id, model=str(record.get("model") or "")[:400] or None,
-                             test_command=record.get("test_command"))
-        elif kind == "turn":
-            usage = record.get("usage") or {}
-            store.add_progress(run_id, steps=int(record.get("step") or 0),
-                               prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                               prompt_tokens_evaluated=int(
-                                   usage.get("prompt_tokens_evaluated") or 0),
-                               completion_tokens=int(usage.get("completion_tokens") or 0))
-        elif kind == "result":
-            self._store_result(store, run_id, record)
+        if isinstance(event, RunStarted):
+            store.update_run(run_id, model=event.model[:400] or None,
+                             test_command=event.test_command)
+        elif isinstance(event, TurnDone):
+            usage = event.turn.usage
+            store.add_progress(run_id, steps=event.step, prompt_tokens=usage.prompt_tokens,
+                               prompt_tokens_evaluated=usage.prompt_tokens_evaluated,
+                               completion_tokens=usage.completion_tokens)
+        elif isinstance(event, RunFinished):
+            self._store_result(store, run_id, event, record)
+        elif isinstance(event, RunAborted):
+            store.update_run(run_id, exit_reason=event.exit_reason, error=event.error or None,
+                             sandbox_seconds=self._sandbox_seconds)
+            store.set_tool_stats(run_id, tool_stats(self._turns))
 
-    def _store_result(self, store: RunStore, run_id: int, record: dict[str, Any]) -> None:
-        totals = record.get("totals") or {}
-        usage = totals.get("usage") or {}
-        fields: dict[str, Any] = {
-            "exit_reason": record.get("exit_reason"),
-            "tests_before": record.get("baseline"),
-            "tests_after": record.get("final"),
-            "sandbox_seconds": sandbox_seconds(self._records),
-            "error": (record.get("error") or None),
-        }
-        if totals:
-            fields.update(
-                seconds=totals.get("seconds"), steps=totals.get("steps", 0),
-                attempts=totals.get("attempts", 0),
-                prompt_tokens=usage.get("prompt_tokens", 0),
-                prompt_tokens_evaluated=usage.get("prompt_tokens_evaluated", 0),
-                completion_tokens=usage.get("completion_tokens", 0),
-                prompt_seconds=usage.get("prompt_seconds", 0.0),
-                completion_seconds=usage.get("completion_seconds", 0.0))
-        store.update_run(run_id, **fields)
-        store.set_tool_stats(run_id, tool_stats(self._records))
+    def _store_result(self, store: RunStore, run_id: int, event: RunFinished,
+                      record: dict[str, Any]) -> None:
+        result, usage = event.result, event.result.usage
+        store.update_run(
+            run_id, exit_reason=result.exit_reason,
+            # As recorded: bounded like every record (workers/agent/transcript.py).
+            tests_before=record.get("baseline"), tests_after=record.get("final"),
+            sandbox_seconds=self._sandbox_seconds, error=result.error or None,
+            seconds=round(result.seconds, 3), steps=result.steps, attempts=result.attempts,
+            prompt_tokens=usage.prompt_tokens,
+            prompt_tokens_evaluated=usage.prompt_tokens_evaluated,
+            completion_tokens=usage.completion_tokens, prompt_seconds=usage.prompt_seconds,
+            completion_seconds=usage.completion_seconds)
+        store.set_tool_stats(run_id, tool_stats(self._turns))
 
     def _safely(self, write: Callable[[RunStore, int], None]) -> None:
         if self.store is None or self.run_id is None:

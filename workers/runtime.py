@@ -34,6 +34,7 @@ class Runtime:
     public_url: str | None = None
     max_run_seconds: int = 2 * 3600
     max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES  # a bigger change is never published
+    context_tokens: int = 65_536  # the model's context (FROGNANO_N_CTX), a run's budget
     status_interval: float = 10.0  # seconds between edits of the status comment
     run_store: RunStore | None = None  # run records for the dashboard and metrics
     _model: ModelClient | None = field(default=None, repr=False)

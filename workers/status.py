@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from bot.github_api import GitHubApi, RepoRef
-from bot.messages import STATUS_MARKER
+from bot.messages import STATUS_MARKER, status_running
+from workers.agent.events import Event, TurnStarted
 
 
 class StatusComment:
@@ -38,3 +39,15 @@ class StatusComment:
         else:
             self.github.edit_comment(self.repo, self._id, body)
         self._last_edit, self._last_body = now, body
+
+
+class StatusProgress:
+    """The status comment as an output of a run's events: the step count, throttled."""
+
+    def __init__(self, status: StatusComment, max_steps: int, attempt: int) -> None:
+        self.status, self.max_steps, self.attempt = status, max_steps, attempt
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, TurnStarted):
+            self.status.set(status_running(event.step, self.max_steps, self.attempt),
+                            force=False)

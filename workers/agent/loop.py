@@ -14,15 +14,27 @@ from typing import Any, Literal
 
 from sandbox.base import Sandbox, SandboxError
 from sandbox.schemas import TOOLS
-from workers.agent.transcript import Transcript
-from workers.models.base import ContextOverflow, ModelClient, ModelError, TurnBudget, Usage
+from workers.agent.events import (
+    EventOutput,
+    ModelFailed,
+    Observation,
+    ToolStarted,
+    TurnDone,
+    TurnStarted,
+)
+from workers.models.base import (
+    ContextOverflow,
+    ModelClient,
+    ModelError,
+    ToolCall,
+    TurnBudget,
+    Usage,
+)
 
 ExitReason = Literal[
     "agent", "max_turns", "max_context_len", "max_tokens_per_turn",
     "llm_query_error", "tool_error", "cancelled", "max_time",
 ]
-
-EventSink = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -45,14 +57,11 @@ class LoopState:
     model_seconds: float = 0.0
     tool_seconds: float = 0.0
     last_error: str = ""
-
-
-def no_events(kind: str, data: dict[str, Any]) -> None:
-    return None
+    last_answer: str = ""  # the newest non-empty assistant content
 
 
 def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: LoopLimits,
-              transcript: Transcript, *, attempt: int = 0, on_event: EventSink = no_events,
+              events: EventOutput, *, attempt: int = 0,
               should_stop: Callable[[], bool] = lambda: False) -> ExitReason:
     """Run turns until the model stops calling tools or a limit is reached."""
     while True:
@@ -68,26 +77,23 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Lo
             timeout=limits.turn_timeout if remaining is None else min(limits.turn_timeout,
                                                                       remaining),
         )
-        on_event("turn_start", {"step": state.steps + 1, "attempt": attempt})
+        events.emit(TurnStarted(step=state.steps + 1, attempt=attempt))
         started = time.monotonic()
         try:
             turn = model.complete(state.messages, TOOLS, budget)
-        except ContextOverflow as exc:
-            state.last_error = str(exc)
-            transcript.write("error", step=state.steps + 1, attempt=attempt,
-                             reason="max_context_len", error=str(exc))
-            return "max_context_len"
         except ModelError as exc:
+            reason: ExitReason = "max_context_len" if isinstance(exc, ContextOverflow) \
+                else "llm_query_error"
             state.last_error = str(exc)
-            transcript.write("error", step=state.steps + 1, attempt=attempt,
-                             reason="llm_query_error", error=str(exc))
-            return "llm_query_error"
+            events.emit(ModelFailed(step=state.steps + 1, attempt=attempt, reason=reason,
+                                    error=str(exc)))
+            return reason
         model_seconds = time.monotonic() - started
         state.steps += 1
         state.model_seconds += model_seconds
         state.usage.add(turn.usage)
-        on_event("turn", {"step": state.steps, "usage": turn.usage, "seconds": model_seconds,
-                          "calls": [call.name for call in turn.tool_calls]})
+        if turn.content:
+            state.last_answer = turn.content
 
         truncated = turn.finish_reason == "length"
         if truncated:
@@ -95,18 +101,9 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Lo
             turn.tool_calls = []
         state.messages.append(turn.to_message())
 
-        observations, tool_error = _run_calls(turn.tool_calls, sandbox, state, on_event)
-        transcript.write(
-            "turn", step=state.steps, attempt=attempt,
-            assistant={"content": turn.content, "reasoning": turn.reasoning,
-                       "raw_text": turn.raw_text},
-            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments,
-                         "raw_arguments": c.raw_arguments} for c in turn.tool_calls],
-            parse_errors=turn.errors, notes=turn.notes, observations=observations,
-            finish_reason=turn.finish_reason, usage=turn.usage.to_dict(),
-            seconds={"model": round(model_seconds, 4),
-                     "tools": round(sum(o["seconds"] for o in observations), 4)},
-        )
+        observations, tool_error = _run_calls(turn.tool_calls, sandbox, state, events)
+        events.emit(TurnDone(step=state.steps, attempt=attempt, turn=turn,
+                             observations=observations, model_seconds=model_seconds))
         if tool_error:
             state.last_error = tool_error
             return "tool_error"
@@ -118,24 +115,25 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Lo
             return "agent"
 
 
-def _run_calls(calls: list[Any], sandbox: Sandbox, state: LoopState,
-               on_event: EventSink) -> tuple[list[dict[str, Any]], str]:
+def _run_calls(calls: list[ToolCall], sandbox: Sandbox, state: LoopState,
+               events: EventOutput) -> tuple[list[Observation], str]:
     """Execute a turn's calls in order; returns the observations and an infra error, if any."""
-    observations: list[dict[str, Any]] = []
+    observations: list[Observation] = []
     for call in calls:
-        on_event("tool", {"step": state.steps, "name": call.name, "arguments": call.arguments})
+        events.emit(ToolStarted(step=state.steps, name=call.name, arguments=call.arguments))
         started = time.monotonic()
         try:
-            output = sandbox.run_tool(call.name, call.arguments)
+            result = sandbox.call_tool(call.name, call.arguments)
         except SandboxError as exc:
-            seconds = time.monotonic() - started
-            observations.append({"id": call.id, "name": call.name, "output": None,
-                                 "error": str(exc), "seconds": round(seconds, 4)})
+            observations.append(Observation(call.id, call.name, None,
+                                            time.monotonic() - started,
+                                            sandbox_error=str(exc)))
             return observations, f"sandbox failed running {call.name}: {exc}"
         seconds = time.monotonic() - started
         state.tool_seconds += seconds
         state.tool_calls[call.name] = state.tool_calls.get(call.name, 0) + 1
-        state.messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
-        observations.append({"id": call.id, "name": call.name, "output": output,
-                             "seconds": round(seconds, 4)})
+        state.messages.append({"role": "tool", "tool_call_id": call.id,
+                               "content": result.output})
+        observations.append(Observation(call.id, call.name, result.output, seconds,
+                                        failed=result.error))
     return observations, ""

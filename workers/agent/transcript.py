@@ -1,6 +1,7 @@
 """The run transcript: JSON Lines, one record per event, flushed as it happens.
 
-Record kinds: `run` (header: model, sampling, limits), `baseline` and `tests`
+The records are the run's events (workers/agent/events.py) that have a kind:
+`run` (header: model, sampling, limits), `baseline` and `tests`
 (harness test runs), `turn` (one assistant turn with its tool observations,
 usage and timings), `feedback` (the harness's user message after failing tests)
 and `result` (the last line: exit reason, verdicts, totals). A crash leaves
@@ -15,7 +16,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workers.agent.events import Event
 
 MAX_STRING_CHARS = 1_000_000
 MAX_RECORD_CHARS = 4_000_000
@@ -66,6 +70,12 @@ class Transcript:
         if self._file is not None:
             self._file.write(line + "\n")
             self._file.flush()
+
+    def emit(self, event: Event) -> None:
+        """As an output of the run's events: the recorded ones become lines."""
+        record = event.record()
+        if record is not None:
+            self.write(record.pop("kind"), **record)
 
     def close(self) -> None:
         if self._file is not None:
