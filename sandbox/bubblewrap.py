@@ -280,7 +280,7 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         assert self._host_files is not None, "bind sources are made by _prepare"
         for name in ("passwd", "group"):  # the sandbox's own user, not the host's list
             argv += ["--ro-bind", str(self._host_files / name), f"/etc/{name}"]
-        for path in [*self.prefixes, *map(str, self.config.extra_ro_binds)]:
+        for path in self.prefixes:
             argv += ["--ro-bind", path, path]
         # /dev is a tmpfs of bwrap's: read-only, with a sized /dev/shm of its own.
         argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
@@ -292,6 +292,9 @@ class BubblewrapSandbox(RunnerBackedSandbox):
                  "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE]
         if egress is not None:
             argv += ["--ro-bind", str(egress), EGRESS_INSIDE]
+        # After /tmp and /var/tmp exist: an extra bind may live under either.
+        for path in map(str, self.config.extra_ro_binds):
+            argv += ["--ro-bind", path, path]
         # The root tmpfs holds only mount points: freeze it, so /etc and / are as
         # read-only as the system they stand for.
         argv += ["--remount-ro", "/",

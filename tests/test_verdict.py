@@ -197,3 +197,35 @@ def test_inferred_python_setup(tmp_path: Path) -> None:
         "setup(name='q', extras_require={'docs': [], 'tests': ['pytest']})\n")
     assert declared_extras(tmp_path) == ["docs", "tests"]
     assert "-e '.[tests]'" in infer_python_setup(tmp_path).command
+
+
+def test_host_repo_reads_regular_files_of_a_tree_only(tmp_path: Path) -> None:
+    from tests.conftest import git
+    from workers.hostgit import HostRepo
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.py").write_bytes(b"x = 1\n")
+    os.symlink("a.py", source / "link.py")
+    git(source, "init", "-q", "-b", "main")
+    git(source, "add", "-A")
+    git(source, "commit", "-qm", "base")
+    repo = HostRepo.create(source, None, tmp_path / "git", tmp_path / "work")
+    (repo.work_tree / "a.py").write_bytes(b"x = 2\n")
+    tree = repo.snapshot().tree
+    assert repo.read(tree, "a.py") == b"x = 2\n"
+    assert repo.read(repo.base, "a.py") == b"x = 1\n"
+    assert repo.read(tree, "link.py") is None and repo.read(tree, "nope.py") is None
+
+
+def test_report_pipe_counts_every_write_and_cannot_be_rewritten(tmp_path: Path) -> None:
+    from workers.agent.test_report import ReportPipe, documents
+
+    pipe = ReportPipe(tmp_path / "r.xml")
+    xml = ('<?xml version="1.0"?><testsuites><testsuite><testcase name="t"/>'
+           '</testsuite></testsuites>')
+    # pytest's write, then a rewrite by an atexit hook: two reports, however fast.
+    subprocess.run(["bash", "-c", f"echo '{xml}' > r.xml; echo '{xml}' > r.xml"],
+                   cwd=tmp_path, timeout=20)
+    assert len(documents("junit", pipe.close())) == 2
+    assert (tmp_path / "r.xml").is_fifo()

@@ -39,6 +39,12 @@ class TestVerdict:
     tests: dict[str, str] = field(default_factory=dict)
     # "junit", "go-json"; "none": the runner has no report; "missing": asked, none came
     report: str = "none"
+    # What the harness saw of the run itself (workers/agent/verdict_run.py): how many
+    # times the report was written, what its pytest guard found (None: it was silent),
+    # and the test files and configuration that changed while the tests ran.
+    report_writes: int = 0
+    guard: dict[str, list[str]] | None = None
+    changed_during_run: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -65,6 +71,9 @@ class TestVerdict:
             "seconds": round(self.seconds, 3),
             "tests": self.tests,
             "report": self.report,
+            "report_writes": self.report_writes,
+            "guard": self.guard,
+            "changed_during_run": self.changed_during_run,
             "output_tail": self.output[-output_chars:],
         }
 

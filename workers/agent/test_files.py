@@ -17,12 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from workers.agent.tamper_scan import scan
+
 # Tests by path: a tests/ or test/ folder anywhere, test_*.py, *_test.go, *.test.js, ….
 TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_tests?\.\w+$|"
                        r"[^/]*\.test\.\w+$|[^/]*\.spec\.\w+$|__tests__/)")
 # Files that configure how tests are found and run, at any level of the tree.
 TEST_CONFIG_NAMES = frozenset({
-    "conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "noxfile.py",
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+    "noxfile.py",
     "jest.config.js", "jest.config.ts", "jest.config.cjs", "jest.config.mjs",
     "vitest.config.ts", "vitest.config.js", ".mocharc.js", ".mocharc.json", ".mocharc.yml",
 })
@@ -31,7 +34,14 @@ SECTIONED_CONFIG = frozenset({"pyproject.toml", "setup.cfg"})
 # Module names a file at the top of the tree would shadow when tests run with
 # `python -m pytest` (the working directory comes first on sys.path).
 SHADOWING_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig",
-                               "sitecustomize", "usercustomize", "unittest", "tox", "nox"})
+                               "sitecustomize", "usercustomize", "unittest", "tox", "nox",
+                               "frognano_verdict_guard"})
+# Run at interpreter start from any folder on sys.path (src/ of an editable install).
+START_UP_NAMES = frozenset({"sitecustomize.py", "usercustomize.py"})
+# Packaging metadata importlib.metadata reads from any folder on sys.path: an entry point
+# there (`pytest11`) is a plugin every pytest run loads.
+METADATA_DIR = re.compile(r"(^|/)[^/]+\.(dist-info|egg-info)/")
+PACKAGING_FILES = frozenset({"pyproject.toml", "setup.cfg", "setup.py"})
 
 
 def is_test_path(path: str) -> bool:
@@ -78,6 +88,11 @@ class TreePlan:
     model_tests: list[str] = field(default_factory=list)  # the model's test files, shown
     new_test_files: list[str] = field(default_factory=list)  # ones the base did not have
     refusals: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # said loudly, not refused
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", "replace")
 
 
 def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | None],
@@ -108,4 +123,21 @@ def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | Non
         elif base is None and (module := shadows_runner(path)):
             plan.refusals.append(f"the change adds {path}, which would shadow `{module}` "
                                  "when the tests run")
+        elif name in START_UP_NAMES:
+            plan.refusals.append(f"the change adds or edits {path}: Python runs a "
+                                 f"{name} at start-up from any folder on its path, before "
+                                 "the tests")
+        elif METADATA_DIR.search(path) or name == "entry_points.txt":
+            plan.refusals.append(f"the change adds packaging metadata ({path}): "
+                                 "importlib.metadata reads it from the tree, and an entry "
+                                 "point there is a plugin pytest loads")
+        if name in PACKAGING_FILES and (_text(read_candidate(path)).count("pytest11")
+                                        > _text(base).count("pytest11")):
+            plan.refusals.append(f"the change adds a pytest11 entry point in {path}: a "
+                                 "pytest plugin that every test run with the package "
+                                 "installed would load")
+        if not (is_test_config(path) or is_test_path(path)):
+            refusals, flags = scan(path, read_base, read_candidate)
+            plan.refusals += refusals
+            plan.flags += flags
     return plan

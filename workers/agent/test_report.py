@@ -4,13 +4,22 @@ The harness asks the runner for a report at a random path only it knows (pytest'
 `--junitxml` through `PYTEST_ADDOPTS`, which reaches pytest even behind `tox` or
 `make test`; `go test -json` for Go), then reads the file on the host with a size cap.
 Test ids are kept whole: parametrised ids with spaces and brackets stay one id.
+
+The report path is a FIFO in a folder bound read-only into the sandbox (`ReportPipe`):
+the tests can write it, never delete, replace or rewrite it, and the host reads every
+write as it happens. A hook that rewrites the report after pytest (an `atexit` in the
+code under test, a wrapper script) shows up as one write too many.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shlex
+import threading
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +42,13 @@ class ReportRequest:
 _GO_TEST = re.compile(r"^\s*go\s+test\b")
 
 
-def report_request(command: str, inside_dir: str, token: str) -> ReportRequest:
-    """The command, rewritten so the runner writes a report to `inside_dir/<token>…`."""
+def report_request(command: str, inside_dir: str, token: str,
+                   guard: tuple[str, str] | None = None) -> ReportRequest:
+    """The command, rewritten so the runner writes a report to `inside_dir/<token>…`.
+
+    `guard` is (folder, report path) of the harness's pytest guard: the folder goes on
+    PYTHONPATH, where pytest finds the guard by its entry point (a wrapper that drops
+    PYTHONPATH, or PYTEST_DISABLE_PLUGIN_AUTOLOAD, leaves it silent, never broken)."""
     if _GO_TEST.match(command) and not re.search(r"[;&|<>`$()]", command):
         path = f"{inside_dir}/{token}.jsonl"
         args = [a for a in shlex.split(command) if a not in ("-v", "-json")]
@@ -46,8 +60,12 @@ def report_request(command: str, inside_dir: str, token: str) -> ReportRequest:
     # attribute, from which the test's node id is rebuilt.
     addopts = (f"-p no:cacheprovider --junitxml={path} -o junit_family=xunit1 "
                "-o junit_logging=no")
-    return ReportRequest("junit", f"export PYTEST_ADDOPTS={shlex.quote(addopts)}\n{command}",
-                         path)
+    exports = f"export PYTEST_ADDOPTS={shlex.quote(addopts)}\n"
+    if guard is not None:
+        folder, report = guard
+        exports += (f"export PYTHONPATH={shlex.quote(folder)}${{PYTHONPATH:+:$PYTHONPATH}} "
+                    f"FROGNANO_GUARD_REPORT={shlex.quote(report)}\n")
+    return ReportRequest("junit", exports + command, path)
 
 
 def read_report(path: Path, max_bytes: int = REPORT_MAX_BYTES) -> bytes | None:
@@ -59,6 +77,68 @@ def read_report(path: Path, max_bytes: int = REPORT_MAX_BYTES) -> bytes | None:
             return handle.read(max_bytes + 1)[:max_bytes]
     except OSError:
         return None
+
+
+class ReportPipe:
+    """A FIFO at `path` the host drains in a thread; each writer's session is one write.
+
+    Create it before the run; `close()` once every sandboxed process is gone. Sessions
+    that wrote nothing are not counted (opening the path is not writing a report).
+    """
+
+    def __init__(self, path: Path, max_bytes: int = REPORT_MAX_BYTES) -> None:
+        self.path, self.max_bytes = path, max_bytes
+        os.mkfifo(path, 0o600)
+        os.chmod(path, 0o622)  # the sandbox uid writes; only the host reads
+        self.writes: list[bytes] = []
+        self.oversize = False
+        self._closing = False
+        self._thread = threading.Thread(target=self._drain, name="report-pipe", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._closing:
+            kept = bytearray()
+            with self.path.open("rb") as pipe:  # blocks until a writer opens the FIFO
+                while chunk := pipe.read(1 << 16):
+                    if len(kept) + len(chunk) > self.max_bytes:
+                        self.oversize = True  # read on, so the writer never blocks
+                    else:
+                        kept += chunk
+            if kept and not self._closing:
+                self.writes.append(bytes(kept))
+
+    def close(self, wait: float = 5.0) -> list[bytes]:
+        """Stop the reader (a last empty write wakes it) and return the writes."""
+        self._closing = True
+        deadline = time.monotonic() + wait
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            # Succeeds only while the reader waits in open(): retry until it does.
+            with contextlib.suppress(OSError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+            self._thread.join(0.05)
+        return self.writes
+
+
+def documents(kind: str, writes: list[bytes]) -> list[bytes]:
+    """The reports in the writes: writers that follow each other fast share one FIFO
+    session, so a junit write is split where each XML declaration starts."""
+    if kind != "junit":
+        return [w for w in writes if w]
+    parts = [part for w in writes for part in re.split(rb"(?=<\?xml)", w)]
+    return [part for part in parts if part.strip()]
+
+
+def merge_reports(kind: str, writes: list[bytes]) -> dict[str, str] | None:
+    """One result per test over every write; None if any write is unreadable."""
+    merged: dict[str, str] = {}
+    for data in writes:
+        tests = parse_report(kind, data)
+        if tests is None:
+            return None
+        for test, status in tests.items():
+            merged[test] = _worse(merged.get(test), status)
+    return merged if writes else None
 
 
 def _worse(current: str | None, new: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workers.agent.repo_tests import TestVerdict
-from workers.agent.test_files import TreePlan
+from workers.agent.test_files import TreePlan, is_test_config, is_test_path
 
 RAN = ("passed", "failed", "error")  # statuses of a test that ran
 BAD = ("failed", "error")
@@ -25,6 +25,7 @@ class Verdict:
     notes: list[str] = field(default_factory=list)  # how it was decided, said either way
     new_tests: dict[str, str] = field(default_factory=dict)  # the model's tests → status
     mode: str = "per-test"  # or "exit code" for runners without a per-test report
+    flags: list[str] = field(default_factory=list)  # suspicious, said loudly either way
 
     def new_tests_summary(self) -> str:
         if not self.new_tests:
@@ -33,7 +34,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, object]:
         return {"accepted": self.accepted, "reasons": self.reasons, "notes": self.notes,
-                "new_tests": self.new_tests, "mode": self.mode}
+                "new_tests": self.new_tests, "mode": self.mode, "flags": self.flags}
 
 
 def _counts(tests: dict[str, str]) -> str:
@@ -80,6 +81,48 @@ def _exit_agrees(run: TestVerdict, label: str) -> list[str]:
     return []
 
 
+GUARD_SAYS = {
+    "plugins": "code under test registered a pytest plugin",
+    "patched": "code under test patched pytest",
+    "import_hooks": "code under test added an import hook",
+    "swapped": "the code of a test was replaced while the tests ran",
+    "tampered": "the pytest guard's report was tampered with",
+}
+
+
+def _run_checks(baseline: TestVerdict, run: TestVerdict, label: str
+                ) -> tuple[list[str], list[str]]:
+    """What the harness saw of the run itself, against the baseline's run of the same
+    command: the report's writes, the pytest guard's findings, the tree during the run."""
+    reasons: list[str] = []
+    flags: list[str] = []
+    if run.report_writes > baseline.report_writes >= 1:
+        reasons.append(f"the report was written more than once ({run.report_writes} "
+                       f"writes, {baseline.report_writes} at baseline): something besides "
+                       f"the test runner wrote it during the {label}")
+    elif 0 < run.report_writes < baseline.report_writes:
+        reasons.append(f"the report was written {run.report_writes} time(s), "
+                       f"{baseline.report_writes} at baseline, in the {label}")
+    if baseline.guard is not None and run.guard is None:
+        reasons.append(f"the harness's pytest guard was silent in the {label} (it reported "
+                       "at baseline)")
+    for key, said in GUARD_SAYS.items():
+        seen = set((baseline.guard or {}).get(key, []))
+        for item in (run.guard or {}).get(key, []):
+            if item not in seen:
+                reasons.append(f"{said}: {item}")
+    before = set(baseline.changed_during_run)
+    for path in run.changed_during_run:
+        if path in before:
+            continue
+        if is_test_path(path) or is_test_config(path):
+            reasons.append(f"the tests or their configuration changed while the tests ran: "
+                           f"{path}")
+        else:
+            flags.append(f"the {label} changed code in the tree while it ran: {path}")
+    return reasons, flags
+
+
 def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
            with_model_tests: TestVerdict | None = None) -> Verdict:
     """Accept only what the repository's own, untouched tests accept."""
@@ -105,7 +148,9 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
                      "report; the repository's original test files were restored")
     if not run_reasons and not final.timed_out and final.exit_code != 0:
         run_reasons.append(f"the test run failed with exit code {final.exit_code}")
-    reasons += run_reasons
+    checked, flags = _run_checks(baseline, final, "test run")
+    reasons += checked + run_reasons  # tampering first: the per-test list can be long
+    flags = [*plan.flags, *flags]
     new_tests: dict[str, str] = {}
     if with_model_tests is not None:
         new_tests = {t: s for t, s in with_model_tests.tests.items() if t not in final.tests}
@@ -120,5 +165,8 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
                            f"{with_model_tests.exit_code}")
         if with_model_tests.timed_out:
             reasons.append("the run with the model's own tests timed out")
+        checked, more = _run_checks(baseline, with_model_tests, "run with the model's tests")
+        reasons += [r for r in checked if r not in reasons]
+        flags += [f for f in more if f not in flags]
     return Verdict(accepted=not reasons, reasons=_capped(reasons), notes=notes,
-                   new_tests=new_tests, mode=mode)
+                   new_tests=new_tests, mode=mode, flags=flags)

@@ -5,15 +5,19 @@ every verdict, the host materialises a tree from its own git directory (the base
 or the candidate with the repository's original tests and test configuration put back)
 into a new directory and runs the test command there in a new sandbox, whose private
 area (HOME, venv) is a copy taken right after setup: nothing the agent phase wrote into
-the venv (a pytest plugin, a `.pth` file, sitecustomize) reaches the verdict. The runner
-writes its report to a random path in that copy, which the host reads afterwards.
+the venv (a pytest plugin, a `.pth` file, sitecustomize) reaches the verdict.
+
+The runner writes its report into a FIFO in a host-owned folder bound read-only (the
+host reads every write as it happens; test_report.ReportPipe), next to the harness's
+pytest guard (pytest_guard/), which says what the code under test did to pytest. The
+host also notes which test files and configuration changed while the tests ran.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
-import posixpath
 import re
 import secrets
 import shutil
@@ -24,13 +28,21 @@ from pathlib import Path
 from sandbox.base import Sandbox, SandboxConfig
 from workers.agent.repo_tests import TestVerdict
 from workers.agent.test_files import TreePlan, is_test_config, is_test_path, plan_verdict_tree
-from workers.agent.test_report import go_output, parse_report, read_report, report_request
+from workers.agent.test_report import (
+    ReportPipe,
+    documents,
+    go_output,
+    merge_reports,
+    report_request,
+)
 from workers.agent.verdict import Verdict, decide
 from workers.hostgit import HostRepo, Snapshot
 
 SandboxFactory = Callable[[SandboxConfig], Sandbox]
 # Files in the venv through which code runs at interpreter or pytest start-up.
 _STARTUP_HOOK = re.compile(r"(\.pth|sitecustomize\.py|usercustomize\.py|entry_points\.txt)$")
+GUARD_DIR = Path(__file__).with_name("pytest_guard")
+GUARD_MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -83,32 +95,43 @@ class VerdictRunner:
     def run(self, tree: str, label: str, timeout: float) -> TestVerdict:
         self.runs += 1
         where = self.scratch / f"{self.runs:02d}-{label}"
-        workspace, private = where / "workspace", where / "private"
+        workspace, private, channel = where / "workspace", where / "private", where / "channel"
         self.repo.materialize(tree, workspace)
         if self.private_copy.is_dir():
             shutil.copytree(self.private_copy, private, symlinks=True)
         else:
             private.mkdir(parents=True)
-        (private / "reports").mkdir()
-        config = dataclasses.replace(self.config, workspace=workspace, private_dir=private)
+        # Host-owned and bound read-only: the tests can write the FIFOs in it, never
+        # remove, replace or rewrite them.
+        channel.mkdir(mode=0o755)
+        shutil.copytree(GUARD_DIR, channel / "guard", ignore=shutil.ignore_patterns("__pycache__"))
+        token = secrets.token_hex(16)
+        request = report_request(self.test_command, str(channel), token,
+                                 guard=(str(channel / "guard"), str(channel / f"{token}.guard")))
+        report_pipe = ReportPipe(Path(request.inside_path))
+        guard_pipe = ReportPipe(channel / f"{token}.guard", GUARD_MAX_BYTES)
+        config = dataclasses.replace(self.config, workspace=workspace, private_dir=private,
+                                     extra_ro_binds=[*self.config.extra_ro_binds, channel])
         try:
             with self.open_sandbox(config) as fresh:
-                home = fresh.environment()["HOME"]  # type: ignore[attr-defined]
-                inside = posixpath.join(posixpath.dirname(home), "reports")
-                request = report_request(self.test_command, inside, secrets.token_hex(16))
+                before = tree_state(workspace)  # after the sandbox took ownership of it
                 result = fresh.exec(request.command, timeout=timeout)
-            data = read_report(private / "reports" / posixpath.basename(request.inside_path))
+            changed = changed_paths(before, tree_state(workspace))
         finally:
+            writes = documents(request.kind, report_pipe.close())
+            guard_writes = guard_pipe.close()
             shutil.rmtree(where, ignore_errors=True)
-        tests = parse_report(request.kind, data)
+        tests = merge_reports(request.kind, writes) if not report_pipe.oversize else None
         output = result.stdout + ("\n" + result.stderr if result.stderr else "")
-        if request.kind == "go-json" and data is not None:
-            output = go_output(data) + result.stderr
+        if request.kind == "go-json" and writes:
+            output = go_output(b"".join(writes)) + result.stderr
         output = output.replace(request.inside_path, "<the harness's report>")
-        report = request.kind if tests is not None else "none" if data is None else "missing"
+        report = request.kind if tests is not None else "none" if not writes else "missing"
         return TestVerdict(command=self.test_command, exit_code=result.exit_code,
                            timed_out=result.timed_out, seconds=result.seconds, output=output,
-                           tests=tests or {}, report=report)
+                           tests=tests or {}, report=report, report_writes=len(writes),
+                           guard=guard_findings(guard_writes, guard_pipe.oversize),
+                           changed_during_run=changed)
 
     def baseline(self, timeout: float) -> TestVerdict:
         return self.run(self.repo.base, "baseline", timeout)
@@ -134,11 +157,47 @@ class VerdictRunner:
 
     def _reader(self, snapshot: Snapshot) -> Callable[[str], bytes | None]:
         """Candidate file contents, read from the host's git objects (never the tree)."""
-        return lambda path: _read_blob(self.repo, snapshot.tree, path)
+        return lambda path: self.repo.read(snapshot.tree, path)
 
 
-def _read_blob(repo: HostRepo, tree: str, path: str) -> bytes | None:
-    entry = repo._ls_tree(tree, [path]).get(path)  # HostRepo has no public reader of a tree
-    if entry is None or entry[0] in ("160000", "120000"):
+def guard_findings(writes: list[bytes], oversize: bool) -> dict[str, list[str]] | None:
+    """The pytest guard's findings; None when it was silent (not loaded)."""
+    if not writes and not oversize:
         return None
-    return repo._git("cat-file", "blob", entry[1], strip=False)
+    if len(writes) != 1 or oversize:
+        return {"tampered": [f"the harness's pytest guard report was written {len(writes)} "
+                             "times or oversize: something besides the guard wrote it"]}
+    try:
+        found = json.loads(writes[0])
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        return {"tampered": ["the harness's pytest guard report is unreadable"]}
+    return {str(k): sorted(map(str, v)) for k, v in found.items() if isinstance(v, list)}
+
+
+FileState = tuple[int, int, int, int]  # inode, ctime ns, size, mode: a write changes one
+
+
+def tree_state(root: Path) -> dict[str, FileState]:
+    """Every file and link under `root` (no `__pycache__`), without following links."""
+    state: dict[str, FileState] = {}
+    for dirpath, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(dirpath, d)))]:
+            path = os.path.join(dirpath, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            state[os.path.relpath(path, root)] = (info.st_ino, info.st_ctime_ns,
+                                                  info.st_size, info.st_mode)
+    return state
+
+
+def changed_paths(before: dict[str, FileState], after: dict[str, FileState]) -> list[str]:
+    """Test files, test configuration, start-up hooks and Python code that the run
+    created, changed (even if changed back: the ctime says so) or deleted."""
+    touched = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    return sorted(p for p in touched if is_test_config(p) or p.endswith((".py", ".pth"))
+                  or (is_test_path(p) and not p.endswith((".pyc", ".log"))))
