@@ -72,6 +72,9 @@ HARDENING = (
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false",
     "core.pager=cat", "color.ui=false", "core.autocrlf=false", "core.symlinks=true",
     "core.quotePath=false", "core.trustctime=true", "core.checkStat=default",
+    # Refuse paths that are `.git` on a reviewer's macOS or Windows checkout (git's
+    # defaults protect only the platform it runs on): `.g\u200cit`, `git~1`, `.git.`.
+    "core.protectHFS=true", "core.protectNTFS=true",
     "diff.ignoreSubmodules=all", "diff.external=", "diff.noprefix=false",
     "diff.mnemonicPrefix=false", "diff.relative=false", "status.submoduleSummary=false",
     "submodule.recurse=false", "fetch.recurseSubmodules=false", "push.recurseSubmodules=no",
@@ -176,6 +179,9 @@ class Snapshot:
     diff_bytes: int = 0  # size of the patch (at least max+1 when too_large)
     too_large: bool = False  # the patch is over the limit: never publish it
     max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES
+    # Changed paths that are symlinks in `tree` → their targets (publish.py refuses a
+    # link that stands in for `.github/workflows`).
+    links: dict[str, str] = field(default_factory=dict)
 
     @property
     def refusal(self) -> str | None:
@@ -191,6 +197,20 @@ def _size(n: int) -> str:
         else f"{n} bytes"
 
 
+# Code points HFS+ ignores in names (git's is_hfs_dotgit): `.g\u200cit` is `.git` there.
+_HFS_IGNORED = dict.fromkeys([0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                              *range(0x206A, 0x2070), 0xFEFF])
+
+
+def looks_like_dotgit(name: str) -> bool:
+    """Whether `name` is `.git` on some client's file system: any case, HFS+'s ignored
+    code points, NTFS's trailing dots and spaces, its short name `git~1` and its
+    `::$INDEX_ALLOCATION` stream (git's own verify_path rules)."""
+    plain = name.translate(_HFS_IGNORED).lower()
+    plain = plain.split("::$index_allocation", 1)[0].split(":", 1)[0].rstrip(" .")
+    return plain in (".git", "git~1")
+
+
 class TreeRefused(GitError):
     """The work tree cannot be snapshotted safely (e.g. thousands of nested repositories)."""
 
@@ -200,8 +220,9 @@ def scan_nested_repos(work_tree: Path) -> tuple[list[str], list[str]]:
 
     A `.git` directory, file (`gitdir:` pointer) or symlink makes its parent a nested
     repository: the whole parent is left out, so git never looks inside. A name that is
-    `.git` in another case is left out by itself (git refuses such paths). The walk never
-    follows symlinks; the top-level `.git` is the sandbox's own and is never read.
+    `.git` in another case or on another client's file system (`looks_like_dotgit`) is
+    left out by itself (git refuses such paths). The walk never follows symlinks; the
+    top-level `.git` is the sandbox's own and is never read.
     """
     dropped: list[str] = []
     excluded: list[str] = []
@@ -219,11 +240,11 @@ def scan_nested_repos(work_tree: Path) -> tuple[list[str], list[str]]:
             dirnames[:] = []  # left out whole: nothing below matters
             continue
         for name in names:
-            if name.lower() == ".git":
+            if looks_like_dotgit(name):
                 path = f"{rel}/{name}" if rel else name
                 dropped.append(path)
                 excluded.append(path)
-        dirnames[:] = [name for name in dirnames if name.lower() != ".git"]
+        dirnames[:] = [name for name in dirnames if not looks_like_dotgit(name)]
         if len(excluded) > MAX_NESTED_REPOS:
             raise TreeRefused(f"the work tree holds more than {MAX_NESTED_REPOS} nested git "
                               "repositories; it is not published")
@@ -327,7 +348,21 @@ class HostRepo:
         paths = self.changed_paths(tree)
         diff, size, too_large = self._bounded_diff(tree, limit)
         return Snapshot(base=self.base, tree=tree, diff=diff, paths=paths, dropped=dropped,
-                        diff_bytes=size, too_large=too_large, max_diff_bytes=limit)
+                        diff_bytes=size, too_large=too_large, max_diff_bytes=limit,
+                        links=self.links(tree))
+
+    def links(self, tree: str) -> dict[str, str]:
+        """The symlinks `tree` adds or changes against base, with their targets (read
+        from the host's objects, never followed)."""
+        out = self._git("diff-tree", "-r", "-z", "--no-renames", "--ignore-submodules=none",
+                        self.base, tree, strip=False).split(b"\0")
+        found = {}
+        for meta, name in zip(out[0::2], out[1::2], strict=False):
+            fields = meta.decode("ascii", "replace").split()
+            if len(fields) >= 4 and fields[1] == "120000":
+                target = self._git("cat-file", "blob", fields[3], strip=False)
+                found[os.fsdecode(name)] = os.fsdecode(target[:4096])
+        return found
 
     def changed_paths(self, tree: str, against: str | None = None) -> list[str]:
         out = self._git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
@@ -402,14 +437,6 @@ class HostRepo:
         """A file's bytes at base, or None when base has no such blob."""
         entry = self._ls_tree(self.base, [path]).get(path)
         if entry is None or entry[0] == "160000":
-            return None
-        return self._git("cat-file", "blob", entry[1], strip=False)
-
-    def read(self, tree: str, path: str) -> bytes | None:
-        """A regular file's bytes in `tree`, from the host's objects (never a work tree);
-        None when `tree` has no such path, or holds a symlink or gitlink there."""
-        entry = self._ls_tree(tree, [path]).get(path)
-        if entry is None or entry[0] in ("160000", "120000"):
             return None
         return self._git("cat-file", "blob", entry[1], strip=False)
 

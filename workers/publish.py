@@ -7,7 +7,9 @@ The commit is made from the snapshot's tree in the run's host-owned git director
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
+from collections.abc import Mapping
 
 import pathspec
 
@@ -18,6 +20,12 @@ from workers.repo_cache import RepoCache
 
 # Workflows, and the local actions they run (`uses: ./.github/actions/x` runs with secrets).
 ALWAYS_FORBIDDEN = (".github/workflows/", ".github/actions/")
+# Their parents, too: replaced by a link (`.github -> hub`, `.github/workflows -> ../ci`),
+# `hub/workflows/x.yml` would be a workflow without any path under `.github/workflows/`.
+FORBIDDEN_PARENTS = (".github", ".github/workflows", ".github/actions")
+# Plumbing every clone reads: submodule URLs (`git clone --recursive` fetches them) and
+# Git LFS endpoints. The bot never makes a submodule, so no fix needs these.
+PLUMBING = (".gitmodules", ".lfsconfig")
 PUSH_ATTEMPTS = 3
 PUSH_BACKOFF_SECONDS = 1.0
 
@@ -28,13 +36,32 @@ def branch_for(issue_number: int) -> str:
     return f"frognano/issue-{issue_number}"
 
 
-def forbidden_paths(paths: list[str], protected: tuple[str, ...]) -> list[str]:
-    """Paths the bot must never push: workflows, and the repository's `protected_paths`,
-    matched as .gitignore lines are (`**/settings.py` also matches `settings.py`, `docs`
-    and `/docs/**` protect the folder, a pattern without a slash matches at any depth)."""
+def forbidden_paths(paths: list[str], protected: tuple[str, ...],
+                    links: Mapping[str, str] | None = None) -> list[str]:
+    """Paths the bot must never push: workflows and local actions (in any case, or
+    through a link standing in for their directories; `links` maps changed symlinks to
+    their targets, `Snapshot.links`), `.gitmodules` and `.lfsconfig`, and the
+    repository's `protected_paths`, matched as .gitignore lines are (`**/settings.py`
+    also matches `settings.py`, `docs` and `/docs/**` protect the folder, a pattern
+    without a slash matches at any depth)."""
     spec = pathspec.GitIgnoreSpec.from_lines(protected)
+    links = links or {}
     return [path for path in paths
-            if path.startswith(ALWAYS_FORBIDDEN) or spec.match_file(path)]
+            if _always_forbidden(path)
+            or (path in links and _always_forbidden(_link_target(path, links[path])))
+            or spec.match_file(path)]
+
+
+def _always_forbidden(path: str) -> bool:
+    folded = path.casefold()  # a case-insensitive clone sees .GitHub/Workflows as theirs
+    return (folded.startswith(ALWAYS_FORBIDDEN) or folded in FORBIDDEN_PARENTS
+            or folded in PLUMBING)
+
+
+def _link_target(path: str, target: str) -> str:
+    """Where a link in the tree points, as a tree path ("" when it leaves the tree)."""
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    return "" if target.startswith("/") or resolved.startswith("..") else resolved
 
 
 def bot_identity(login: str) -> Identity:
@@ -64,6 +91,10 @@ def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, ho
     one draft PR."""
     api = github
     branch = branch_for(issue_number)
+    unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
+    if unsafe:  # every caller checks first; this is the last line before a push
+        raise GitError(f"refusing to push {', '.join(unsafe[:5])}: workflow or git "
+                       "plumbing paths")
     commit = host.commit(snapshot.tree, branch, message, identity=bot_identity(api.bot_login()))
     # Minted just before use: the clone's token may have expired during a long run.
     push_with_retries(cache, host, api.clone_url(repo), commit, branch,
