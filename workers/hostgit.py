@@ -440,6 +440,14 @@ class HostRepo:
             return None
         return self._git("cat-file", "blob", entry[1], strip=False)
 
+    def read(self, tree: str, path: str) -> bytes | None:
+        """A regular file's bytes in `tree`, from the host's objects (never a work tree);
+        None when `tree` has no such path, or holds a symlink or gitlink there."""
+        entry = self._ls_tree(tree, [path]).get(path)
+        if entry is None or entry[0] in ("160000", "120000"):
+            return None
+        return self._git("cat-file", "blob", entry[1], strip=False)
+
     def materialize(self, tree: str, dest: Path) -> None:
         """Check `tree` out into `dest` (new or empty), byte for byte, with no `.git`."""
         dest.mkdir(parents=True, exist_ok=True)
