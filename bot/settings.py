@@ -1,7 +1,13 @@
-"""Settings of the bot, from the environment or `.env` (read only by entry points)."""
+"""Every setting of every `frognano` command: one model, grouped, from the environment or
+`.env`, read only by the composition root (frognano/cli.py), which lays flags over it.
+
+The variable names are the deployments' contract and stay as they are; the README's
+settings table is generated from here (`python3 -m frognano.settings_doc`).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,52 +84,156 @@ class LlamaEnvSettings(BaseSettings):
         return {name: getattr(self, name) for name in LlamaEnvSettings.model_fields}
 
 
-class BotSettings(LlamaEnvSettings):
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",
-                                      extra="ignore", populate_by_name=True)
+# Every group reads the same sources: the environment, then `.env` in the working directory.
+_SOURCES = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
+                              populate_by_name=True)
+# The default limit of one patch; the same number as workers/hostgit.DEFAULT_MAX_DIFF_BYTES
+# (bot/ does not import workers/; tests/test_settings.py holds them equal).
+DEFAULT_MAX_DIFF_BYTES = 5 * 1024 * 1024
 
-    github_app_id: int | None = Field(default=None, alias="GITHUB_APP_ID")
-    github_private_key: SecretStr | None = Field(default=None, alias="GITHUB_PRIVATE_KEY")
-    github_private_key_path: Path | None = Field(default=None, alias="GITHUB_PRIVATE_KEY_PATH")
-    github_webhook_secret: SecretStr | None = Field(default=None, alias="GITHUB_WEBHOOK_SECRET")
-    github_api_url: str = Field(default="https://api.github.com", alias="GITHUB_API_URL")
-    redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="FROGNANO_REDIS_URL")
-    model: str | None = Field(default=None, alias="FROGNANO_MODEL")
-    chat_template: Path | None = Field(
-        default=None, alias="FROGNANO_CHAT_TEMPLATE",
-        description="Jinja chat template for a GGUF model that carries none.")
-    trigger_label: str = Field(default="frognano", alias="FROGNANO_TRIGGER_LABEL")
+
+def default_state_dir() -> Path:
+    """$XDG_STATE_HOME/frognano, as the XDG base directory spec has it."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
+    return Path(base) / "frognano"
+
+
+def default_work_dir() -> Path:
+    # Not under $HOME: when the worker runs as root, the sandbox runs as an unprivileged
+    # uid that must be able to reach the workspace, and /root is closed to it.
+    return Path(f"/var/tmp/frognano-{os.getuid()}")
+
+
+class GitHubSettings(BaseSettings):
+    """The GitHub App and how the bot acts on GitHub."""
+
+    model_config = _SOURCES
+
+    github_app_id: int | None = Field(default=None, alias="GITHUB_APP_ID",
+                                      description="The App's id (serve, worker).")
+    github_private_key: SecretStr | None = Field(
+        default=None, alias="GITHUB_PRIVATE_KEY",
+        description="The App's private key, inline (or GITHUB_PRIVATE_KEY_PATH, not both).")
+    github_private_key_path: Path | None = Field(
+        default=None, alias="GITHUB_PRIVATE_KEY_PATH",
+        description="The App's private key as a `.pem` file.")
+    github_webhook_secret: SecretStr | None = Field(
+        default=None, alias="GITHUB_WEBHOOK_SECRET",
+        description="The webhook secret, at least 32 characters; `serve` refuses to start "
+                    "with a shorter one, and without one serves only the setup pages.")
+    github_api_url: str = Field(default="https://api.github.com", alias="GITHUB_API_URL",
+                                description="GitHub Enterprise: `https://HOST/api/v3`.")
+    trigger_label: str = Field(default="frognano", alias="FROGNANO_TRIGGER_LABEL",
+                               description="The label that starts a run.")
     bot_login: str = Field(default="frognano[bot]", alias="FROGNANO_BOT_LOGIN",
                            description="The App's bot user (`<app slug>[bot]`); its own "
                                        "events are ignored.")
-    queue: str = Field(default="frognano", alias="FROGNANO_QUEUE")
-    sandbox: str = Field(default="bubblewrap", alias="FROGNANO_SANDBOX")
-    state_dir: Path = Field(default=Path.home() / ".local/state/frognano",
-                            alias="FROGNANO_STATE_DIR")
-    work_dir: Path | None = Field(default=None, alias="FROGNANO_WORK_DIR")
-    public_url: str | None = Field(default=None, alias="FROGNANO_PUBLIC_URL",
-                                   description="Where transcripts are linked from PRs.")
-    max_run_seconds: int = Field(default=2 * 3600, alias="FROGNANO_MAX_RUN_SECONDS")
-    max_diff_bytes: int | None = Field(
-        default=None, ge=1, alias="FROGNANO_MAX_DIFF_BYTES",
-        description="Largest patch the bot publishes; a bigger change is refused with a "
-                    "status comment. Default 5 MB (workers/hostgit.py).")
-    database_url: str | None = Field(
-        default=None, alias="FROGNANO_DATABASE_URL",
-        description="Run records; default sqlite:///$FROGNANO_STATE_DIR/frognano.db. "
-                    "PostgreSQL: postgresql+psycopg://user:password@host/db")
-    dashboard_token: SecretStr | None = Field(
-        default=None, alias="FROGNANO_DASHBOARD_TOKEN",
-        description="Shared token for the run dashboard (/runs?token=… once, then a cookie).")
-    dashboard_user: str | None = Field(default=None, alias="FROGNANO_DASHBOARD_USER")
-    dashboard_password: SecretStr | None = Field(default=None,
-                                                 alias="FROGNANO_DASHBOARD_PASSWORD")
+    public_url: str | None = Field(
+        default=None, alias="FROGNANO_PUBLIC_URL",
+        description="The receiver's public HTTPS address: the setup flow, and the links "
+                    "from PRs to their run pages.")
 
     @model_validator(mode="after")
-    def _one_private_key(self) -> BotSettings:
+    def _one_private_key(self) -> GitHubSettings:
         if self.github_private_key and self.github_private_key_path:
             raise ValueError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
         return self
+
+
+class ModelSettings(LlamaEnvSettings):
+    """The model, and how llama.cpp runs a GGUF in process."""
+
+    model_config = _SOURCES
+
+    model: str | None = Field(
+        default=None, alias="FROGNANO_MODEL",
+        description="A GGUF path or an OpenAI-compatible URL (`solve --model`).")
+    chat_template: Path | None = Field(
+        default=None, alias="FROGNANO_CHAT_TEMPLATE",
+        description="Jinja chat template for a GGUF model that carries none "
+                    "(`solve --chat-template`).")
+
+
+class PathSettings(BaseSettings):
+    """Where state, workspaces and run records live."""
+
+    model_config = _SOURCES
+
+    state_dir: Path = Field(
+        default_factory=default_state_dir, alias="FROGNANO_STATE_DIR",
+        description="Transcripts, repository mirrors, the default run database, "
+                    "`up`'s Redis data.",
+        json_schema_extra={"shown_default": "`$XDG_STATE_HOME/frognano` "
+                                            "(`~/.local/state/frognano`)"})
+    work_dir: Path = Field(
+        default_factory=default_work_dir, alias="FROGNANO_WORK_DIR",
+        description="Workspaces of `solve` and the workers; must be reachable by the "
+                    "sandbox user.",
+        json_schema_extra={"shown_default": "`/var/tmp/frognano-<uid>`"})
+    database_url: str | None = Field(
+        default=None, alias="FROGNANO_DATABASE_URL",
+        description="Run records; `postgresql+psycopg://user:password@host/db` for several "
+                    "hosts (`\"\"` turns recording off for `solve`).",
+        json_schema_extra={"shown_default": "`sqlite:///$FROGNANO_STATE_DIR/frognano.db`"})
+
+    @property
+    def run_database_url(self) -> str:
+        return self.database_url or \
+            f"sqlite:///{self.state_dir.expanduser().resolve() / 'frognano.db'}"
+
+
+class LimitSettings(BaseSettings):
+    """The queue, isolation and the ceilings every run lives under."""
+
+    model_config = _SOURCES
+
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="FROGNANO_REDIS_URL",
+                           description="Broker and coordination; `up` starts a private "
+                                       "Redis unless this is set.")
+    queue: str = Field(default="frognano", alias="FROGNANO_QUEUE",
+                       description="Celery queue for runs; accept tasks use "
+                                   "`<queue>-control`.")
+    sandbox: Literal["bubblewrap", "unsafe-local"] = Field(
+        default="bubblewrap", alias="FROGNANO_SANDBOX",
+        description="Isolation backend (`unsafe-local` for development only; "
+                    "`solve --sandbox`).")
+    max_run_seconds: int = Field(default=2 * 3600, gt=0, alias="FROGNANO_MAX_RUN_SECONDS",
+                                 description="Hard ceiling of one bot run (Celery time "
+                                             "limits follow it).")
+    max_diff_bytes: int = Field(default=DEFAULT_MAX_DIFF_BYTES, ge=1,
+                                alias="FROGNANO_MAX_DIFF_BYTES",
+                                description="Largest patch published or committed; a bigger "
+                                            "change is refused.")
+
+
+class DashboardSettings(BaseSettings):
+    """Who may read the run dashboard (it refuses everyone until one is set)."""
+
+    model_config = _SOURCES
+
+    dashboard_token: SecretStr | None = Field(
+        default=None, alias="FROGNANO_DASHBOARD_TOKEN",
+        description="Shared token for the dashboard (`/runs?token=…` once, then a cookie; "
+                    "or `Authorization: Bearer`).")
+    dashboard_user: str | None = Field(default=None, alias="FROGNANO_DASHBOARD_USER",
+                                       description="HTTP basic auth user, instead of a token.")
+    dashboard_password: SecretStr | None = Field(default=None,
+                                                 alias="FROGNANO_DASHBOARD_PASSWORD",
+                                                 description="HTTP basic auth password.")
+
+
+# The groups in the order the README's table shows them (frognano/settings_doc.py).
+GROUPS: tuple[tuple[str, type[BaseSettings]], ...] = (
+    ("GitHub", GitHubSettings), ("Model", ModelSettings), ("Paths", PathSettings),
+    ("Limits", LimitSettings), ("Dashboard", DashboardSettings))
+
+
+class BotSettings(GitHubSettings, ModelSettings, PathSettings, LimitSettings,
+                  DashboardSettings):
+    """Every setting of every command, read once by the composition root (frognano/cli.py)
+    from the environment and `.env`; flags override them there."""
+
+    model_config = _SOURCES
 
     def private_key(self) -> str | None:
         if self.github_private_key is not None:
@@ -131,11 +241,6 @@ class BotSettings(LlamaEnvSettings):
         if self.github_private_key_path is not None:
             return self.github_private_key_path.read_text()
         return None
-
-    @property
-    def run_database_url(self) -> str:
-        return self.database_url or \
-            f"sqlite:///{self.state_dir.expanduser().resolve() / 'frognano.db'}"
 
     @property
     def webhook_secret(self) -> str | None:

@@ -1,26 +1,20 @@
-"""The `frognano` command: the composition root, and the only place that reads the environment."""
+"""The `frognano` command: the composition root. It reads the settings once
+(bot/settings.py: the environment and `.env`) for every command, and lays the flags over
+them; nothing below it reads the environment."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-
-def _state_dir() -> Path:
-    base = os.environ.get("FROGNANO_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "frognano")
-    return Path(base)
-
-
-def _work_dir() -> Path:
-    # Not under $HOME: when the worker runs as root, the sandbox runs as an unprivileged
-    # uid that must be able to reach the workspace, and /root is closed to it.
-    return Path(os.environ.get("FROGNANO_WORK_DIR") or f"/var/tmp/frognano-{os.getuid()}")
+if TYPE_CHECKING:
+    from bot.settings import BotSettings
+    from frognano.solve_command import SolveOptions
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,21 +29,20 @@ def _parser() -> argparse.ArgumentParser:
     issue.add_argument("--issue-file", type=Path, help="a file holding the issue text")
     solve.add_argument("--test-cmd", help="test command (default: .github/frognano.yml, "
                                           "then autodetected)")
-    solve.add_argument("--model", default=os.environ.get("FROGNANO_MODEL"),
-                       help="OpenAI-compatible server URL, GGUF path or scripted:FILE "
+    # Flags default to None: unset, the setting applies (bot/settings.py, read in main).
+    solve.add_argument("--model", help="OpenAI-compatible server URL, GGUF path or scripted:FILE "
                             "(default: $FROGNANO_MODEL)")
     solve.add_argument("--max-steps", type=int, help="model turns in all (default 100)")
     solve.add_argument("--max-attempts", type=int,
                        help="agent attempts, one more per failed test run (default 3)")
     solve.add_argument("--timeout-minutes", type=float, help="wall-time budget (default 60)")
     solve.add_argument("--sandbox", choices=["bubblewrap", "unsafe-local"],
-                       default=os.environ.get("FROGNANO_SANDBOX", "bubblewrap"),
-                       help="isolation backend; unsafe-local is for development only")
+                       help="isolation backend; unsafe-local is for development only "
+                            "(default: $FROGNANO_SANDBOX, else bubblewrap)")
     solve.add_argument("--transcript", type=Path, help="where to write the JSONL transcript")
     solve.add_argument("--seed", type=int, help="sampling seed, recorded in the transcript")
     solve.add_argument("--keep-workspace", action="store_true",
                        help="keep the private workspace for inspection")
-    # Defaults from the environment (bot.settings.LlamaEnvSettings), read in main.
     solve.add_argument("--n-ctx", type=int,
                        help="context size for a GGUF model (default 65536, $FROGNANO_N_CTX)")
     solve.add_argument("--n-gpu-layers", type=int,
@@ -70,7 +63,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="weights repacked for the CPU's kernels (default auto: off where "
                             "llama.cpp would use AMX, which crashes; $FROGNANO_CPU_REPACK)")
     solve.add_argument("--chat-template", type=Path, metavar="FILE",
-                       default=_env_path("FROGNANO_CHAT_TEMPLATE"),
                        help="Jinja chat template for a GGUF that carries none "
                             "($FROGNANO_CHAT_TEMPLATE)")
 
@@ -94,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     app = commands.add_parser("app", help="the GitHub App")
     app_commands = app.add_subparsers(dest="app_command", required=True)
     manifest = app_commands.add_parser("manifest", help="print the GitHub App manifest (JSON)")
-    manifest.add_argument("--url", default=os.environ.get("FROGNANO_PUBLIC_URL"),
+    manifest.add_argument("--url",
                           help="the receiver's public URL (default: $FROGNANO_PUBLIC_URL)")
     manifest.add_argument("--org", help="the organisation that will own the App")
 
@@ -109,14 +101,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _env_path(name: str) -> Path | None:
-    value = os.environ.get(name)
-    return Path(value) if value else None
-
-
 def _positive(parser: argparse.ArgumentParser, name: str, value: float | None) -> None:
     if value is not None and value <= 0:
         parser.error(f"{name} must be positive, not {value}")
+
+
+def load_settings() -> BotSettings | None:
+    """The one reading of the settings (environment and `.env`), for every command;
+    None after saying what is wrong."""
+    from pydantic import ValidationError
+
+    from bot.settings import BotSettings
+
+    try:
+        return BotSettings()
+    except ValidationError as exc:
+        print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     console = Console(stderr=False, highlight=False)
+    settings = load_settings()
+    if settings is None:
+        return 2
     if args.command == "solve":
-        from frognano.solve_command import EXIT_BAD_INPUT, SolveOptions, run_solve
+        from frognano.solve_command import EXIT_BAD_INPUT, run_solve
 
         for name in ("max_steps", "max_attempts", "timeout_minutes"):
             _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
@@ -137,55 +141,45 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_BAD_INPUT
         else:
             issue = args.issue
-        from pydantic import ValidationError
-
-        from bot.settings import LlamaEnvSettings
-        from frognano.models import llama_fields
-
-        try:
-            env = LlamaEnvSettings()
-        except ValidationError as exc:
-            print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
-            return 2
-        llama = llama_fields(env, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
-                             flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
-                             n_batch=args.n_batch, n_ubatch=args.n_ubatch,
-                             cpu_repack=args.cpu_repack)
-        options = SolveOptions(
-            path=args.path, issue=issue, state_dir=_state_dir(), work_dir=_work_dir(),
-            test_cmd=args.test_cmd,
-            model=args.model, max_steps=args.max_steps, max_attempts=args.max_attempts,
-            timeout_minutes=args.timeout_minutes, sandbox=args.sandbox,
-            transcript=args.transcript, seed=args.seed, keep_workspace=args.keep_workspace,
-            n_ctx=llama["n_ctx"], n_gpu_layers=llama["n_gpu_layers"], llama=llama,
-            chat_template=args.chat_template,
-            database_url=os.environ.get("FROGNANO_DATABASE_URL"),
-        )
-        return run_solve(options, console)
+        return run_solve(_solve_options(args, issue, settings), console)
     if args.command == "app":
         from frognano.app_command import run_app_manifest
 
-        return run_app_manifest(args.url, args.org)
+        return run_app_manifest(args.url or settings.public_url, args.org)
     if args.command in ("serve", "worker", "up", "doctor"):
-        return _run_service(args)
+        return _run_service(args, settings)
     if args.command == "model":
         from frognano.model_command import run_model_command
 
-        return run_model_command(args, console)
+        return run_model_command(args, console, default_model=settings.model)
     parser.error(f"unknown command {args.command}")
     return 2
 
 
-def _run_service(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
+def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
+                   ) -> SolveOptions:
+    """`solve`'s flags laid over the settings every other command reads too."""
+    from frognano.models import llama_fields
+    from frognano.solve_command import SolveOptions
 
-    from bot.settings import BotSettings
+    llama = llama_fields(settings, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
+                         flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
+                         n_batch=args.n_batch, n_ubatch=args.n_ubatch,
+                         cpu_repack=args.cpu_repack)
+    return SolveOptions(
+        path=args.path, issue=issue, state_dir=settings.state_dir,
+        work_dir=settings.work_dir, test_cmd=args.test_cmd,
+        model=args.model or settings.model, max_steps=args.max_steps,
+        max_attempts=args.max_attempts, timeout_minutes=args.timeout_minutes,
+        sandbox=args.sandbox or settings.sandbox, transcript=args.transcript,
+        seed=args.seed, keep_workspace=args.keep_workspace,
+        n_ctx=llama["n_ctx"], n_gpu_layers=llama["n_gpu_layers"], llama=llama,
+        chat_template=args.chat_template or settings.chat_template,
+        database_url=settings.database_url, max_diff_bytes=settings.max_diff_bytes,
+    )
 
-    try:
-        settings = BotSettings()
-    except ValidationError as exc:
-        print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
-        return 2
+
+def _run_service(args: argparse.Namespace, settings: BotSettings) -> int:
     if args.command == "doctor":
         from frognano.doctor import all_checks, report
 
@@ -194,7 +188,7 @@ def _run_service(args: argparse.Namespace) -> int:
         from frognano.up_command import run_up
 
         return run_up(settings, host=args.host, port=args.port, workers=args.workers,
-                      state_dir=_state_dir())
+                      state_dir=settings.state_dir)
     if args.command == "serve":
         from frognano.serve_command import run_serve
 

@@ -34,17 +34,24 @@ def add_model_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
     path.add_argument("--repo", default=DEFAULT_REPO, help="Hub repository")
     path.add_argument("--quant", default=DEFAULT_QUANT, help="quantisation")
     info = actions.add_parser("info", help="describe a GGUF file without loading its weights")
-    info.add_argument("path", type=Path, help="the .gguf file")
+    info.add_argument("path", type=Path, nargs="?",
+                      help="the .gguf file (default: $FROGNANO_MODEL)")
 
 
-def run_model_command(args: argparse.Namespace, console: Console) -> int:
+def run_model_command(args: argparse.Namespace, console: Console, *,
+                      default_model: str | None = None) -> int:
+    """`default_model` is the FROGNANO_MODEL setting, what `info` describes by default."""
     try:
         if args.model_command == "pull":
             return _pull(args.repo, args.quant, console)
         if args.model_command == "path":
             return _path(args.repo, args.quant, console)
         if args.model_command == "info":
-            _print_info(read_gguf_info(args.path), console)
+            path = args.path or (Path(default_model) if default_model else None)
+            if path is None:
+                _error(console, "give the .gguf file, or set FROGNANO_MODEL to one")
+                return EXIT_FAILED
+            _print_info(read_gguf_info(path), console)
             return EXIT_OK
     except ModelLoadError as exc:
         _error(console, str(exc))

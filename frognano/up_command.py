@@ -277,18 +277,15 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
 def _receiver_main(argv: list[str]) -> int:
     """`python -m frognano.up_command --host H --port P`: the receiver as `up` runs it,
     serving the setup pages even before the App (and its webhook secret) exists."""
-    from pydantic import ValidationError
-
+    from frognano.cli import load_settings
     from frognano.serve_command import run_serve
 
     parser = argparse.ArgumentParser(prog="frognano up (receiver)")
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    try:
-        settings = BotSettings()
-    except ValidationError as exc:
-        print(f"frognano: invalid settings:\n{exc}", file=sys.stderr)
+    settings = load_settings()  # the same reading as every other command's
+    if settings is None:
         return EXIT_BAD_SETUP
     return run_serve(settings, args.host, args.port, allow_unconfigured=True,
                      setup_token=os.environ.pop(SETUP_TOKEN_ENV, None))

@@ -8,7 +8,6 @@ per GPU with the in-process model; more with a shared model server), and
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from bot.settings import BotSettings
 from bot.triggers import CONTROL_QUEUE_SUFFIX
@@ -46,14 +45,13 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         run_store = open_run_store(settings.run_database_url)  # applies pending migrations
     except RunStoreUnavailable as exc:
         raise WorkerConfigError(str(exc)) from exc
-    work_dir = settings.work_dir or Path(f"/var/tmp/frognano-worker-{settings.queue}")
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
         redis=redis.Redis.from_url(settings.redis_url),
         model_factory=lambda: build_model(model_spec, Sampling(), llama,
                                           chat_template=settings.chat_template),
         repo_cache=RepoCache(settings.state_dir / "repos"),
-        work_dir=work_dir,
+        work_dir=settings.work_dir,  # the same default as `solve`'s (bot/settings.py)
         transcripts_dir=settings.state_dir / "transcripts",
         enqueue_run=enqueue_run,
         queue=settings.queue,
@@ -61,7 +59,8 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         public_url=settings.public_url,
         max_run_seconds=settings.max_run_seconds,
         run_store=run_store,
-        **({"max_diff_bytes": settings.max_diff_bytes} if settings.max_diff_bytes else {}),
+        max_diff_bytes=settings.max_diff_bytes,
+        context_tokens=settings.n_ctx,
     )
 
 
