@@ -292,9 +292,13 @@ class BubblewrapSandbox(RunnerBackedSandbox):
                  "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE]
         if egress is not None:
             argv += ["--ro-bind", str(egress), EGRESS_INSIDE]
-        # After /tmp and /var/tmp exist: an extra bind may live under either.
+        # After /tmp and /var/tmp exist: an extra bind may live under either. Inside,
+        # /var/tmp is a link to /tmp, which bwrap does not create mount points through:
+        # /var/tmp/x is bound at /tmp/x, where the link leads.
         for path in map(str, self.config.extra_ro_binds):
-            argv += ["--ro-bind", path, path]
+            inside = "/tmp/" + path[len("/var/tmp/"):] if path.startswith("/var/tmp/") \
+                else path
+            argv += ["--ro-bind", path, inside]
         # The root tmpfs holds only mount points: freeze it, so /etc and / are as
         # read-only as the system they stand for.
         argv += ["--remount-ro", "/",
