@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from frognano.models import ModelSpecError, build_model
 from frognano.progress import Progress
 from runstore.store import RunStoreUnavailable, default_database_url, open_run_store
 from sandbox.base import SandboxError, SandboxUnavailable
+from sandbox.trees import remove_tree
 from workers.agent.events import Outputs, RunAborted
 from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
@@ -123,7 +123,7 @@ def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path:
         finally:
             console.print(f"transcript: {escape(str(transcript_path))}", highlight=False)
             if not opts.keep_workspace:
-                shutil.rmtree(run_dir, ignore_errors=True)
+                remove_tree(run_dir)  # however deep the sandbox nested it
 
 
 def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,

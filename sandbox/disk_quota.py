@@ -11,6 +11,7 @@ deleted while still open hold their blocks and are in no tree: `extra` adds them
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -21,25 +22,59 @@ MIN_POLL_SECONDS = 0.2
 WALK_SHARE = 0.1
 
 
-def tree_bytes(roots: Iterable[Path]) -> int:
-    """Bytes allocated on disk under `roots` (sparse files count what they use);
-    symlinks are not followed, unreadable directories count as empty."""
+MAX_DEPTH = 256  # a deeper tree counts as over any quota (no repository nests so deep)
+BLOCK_BYTES = 4096  # what an inode costs at least: empty files are not free
+UNBOUNDED = 2**62
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH) -> int:
+    """Bytes allocated on disk under `roots` (sparse files count what they use; every
+    entry at least one block, so millions of empty files count too); symlinks are not
+    followed, unreadable directories count as empty.
+
+    The walk opens each directory relative to its parent's descriptor, so a path longer
+    than PATH_MAX (deep nesting) cannot hide a file from it. A tree nested deeper than
+    `max_depth` has no honest use and would need a descriptor per level: it counts as
+    `UNBOUNDED`, over any limit.
+    """
     total = 0
-    stack = [str(root) for root in roots]
-    while stack:
-        directory = stack.pop()
+    for root in roots:
         try:
-            entries = list(os.scandir(directory))
+            top = os.open(root, _DIR)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            total += info.st_blocks * 512
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+        stack = [(top, os.scandir(top))]
+        try:
+            while stack:
+                fd, entries = stack[-1]
+                entry = next(entries, None)
+                if entry is None:
+                    stack.pop()
+                    entries.close()
+                    os.close(fd)
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += max(info.st_blocks * 512, BLOCK_BYTES)
+                if not stat.S_ISDIR(info.st_mode):
+                    continue
+                if len(stack) >= max_depth:
+                    return UNBOUNDED
+                try:
+                    child = os.open(entry.name, _DIR, dir_fd=fd)
+                except OSError:
+                    continue
+                try:
+                    stack.append((child, os.scandir(child)))
+                except OSError:
+                    os.close(child)
+        finally:
+            for fd, entries in stack:
+                entries.close()
+                os.close(fd)
     return total
 
 
@@ -83,6 +118,10 @@ class DiskWatch:
             self._measure()  # what the last poll missed
 
     def check(self) -> None:
+        if self.exceeded_at is not None and self.exceeded_at >= UNBOUNDED:
+            raise DiskQuotaExceeded(
+                f"disk_quota: the workspace nests directories deeper than {MAX_DEPTH} "
+                "levels, which the disk quota cannot measure; the command was killed")
         if self.exceeded_at is not None:
             raise DiskQuotaExceeded(
                 f"disk_quota: the workspace and the sandbox's private files (deleted but "

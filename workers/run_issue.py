@@ -12,7 +12,6 @@ nothing unless it is still the newest generation and the tests passed.
 from __future__ import annotations
 
 import logging
-import shutil
 import uuid
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from bot.messages import (
 )
 from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
 from bot.triggers import Trigger
+from sandbox.trees import remove_tree
 from workers.agent.events import Outputs, Triggered
 from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
@@ -80,7 +80,7 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
         return outcome
     finally:
         coordinator.release_lock(generation)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        remove_tree(run_dir)  # however deep the sandbox nested it
 
 
 def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception) -> None:
