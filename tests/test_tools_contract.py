@@ -242,4 +242,5 @@ def test_runner_once_mode_standalone(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-I", "-S", str(RUNNER_PATH), "once", "--workdir", str(tmp_path)],
         input=json.dumps(request) + "\n", capture_output=True, text=True, timeout=30, check=True)
-    assert json.loads(done.stdout) == {"id": 7, "ok": True, "output": "a.txt\n1. one"}
+    assert json.loads(done.stdout) == {"id": 7, "ok": True, "output": "a.txt\n1. one",
+                                       "error": False}
