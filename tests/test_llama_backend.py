@@ -427,15 +427,22 @@ def test_unusable_template_files(tmp_path: Path, content: str | bytes | None,
 def test_solve_takes_the_template_from_the_flag_or_the_environment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         ) -> None:
-    from frognano.cli import _parser, main
+    from frognano.cli import _parser, _solve_options, load_settings, main
 
+    def chosen(*flags: str) -> Path | None:
+        args = _parser().parse_args([*base, *flags])
+        settings = load_settings()
+        assert settings is not None
+        return _solve_options(args, "x", settings).chat_template
+
+    monkeypatch.chdir(tmp_path)  # no stray .env
     monkeypatch.delenv("FROGNANO_CHAT_TEMPLATE", raising=False)
     base = ["solve", str(tmp_path), "--issue", "x"]
-    assert _parser().parse_args(base).chat_template is None
-    assert _parser().parse_args([*base, "--chat-template", "t.jinja"]).chat_template == Path(
-        "t.jinja")
+    assert chosen() is None
+    assert chosen("--chat-template", "t.jinja") == Path("t.jinja")
     monkeypatch.setenv("FROGNANO_CHAT_TEMPLATE", str(FIXTURE_TEMPLATE))
-    assert _parser().parse_args(base).chat_template == FIXTURE_TEMPLATE
+    assert chosen() == FIXTURE_TEMPLATE
+    assert chosen("--chat-template", "t.jinja") == Path("t.jinja")  # the flag wins
 
     # A real `frognano solve` on a bare GGUF: the template file is checked before any run.
     repo = tmp_path / "repo"

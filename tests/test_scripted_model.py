@@ -100,10 +100,15 @@ def test_usage_is_deterministic() -> None:
 
 
 def test_malformed_call_reports_errors() -> None:
-    model = ScriptedModel(["r\n</think>\n<tool_call>\nnonsense\n</tool_call>"])
+    # A real call with no usable function name is an error the model is told about ...
+    model = ScriptedModel(["r\n</think>\n<tool_call>\n<function=>\n</function>\n</tool_call>"])
     turn = model.complete(TASK, TOOLS, BUDGET)
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("", {})]
     assert turn.errors and turn.finish_reason == "tool_calls"
+    # ... while `<tool_call>` not followed by `<function=` is text, as vLLM's parser reads it.
+    prose = ScriptedModel(["r\n</think>\n<tool_call>\nnonsense\n</tool_call>"]).complete(
+        TASK, TOOLS, BUDGET)
+    assert prose.tool_calls == [] and not prose.errors and prose.finish_reason == "stop"
 
 
 def test_token_cap_cuts_the_turn() -> None:
