@@ -11,7 +11,8 @@ from typing import Any
 WEBHOOK_PATH = "/webhooks/github"  # the receiver's route (bot/app.py)
 SETUP_CALLBACK_PATH = "/setup/callback"
 MAX_NAME_LENGTH = 34  # GitHub's limit on App names
-EVENTS = ("issues", "issue_comment")
+# pull_request: closing the bot's PR unmerged cancels its run (`closed` only).
+EVENTS = ("issues", "issue_comment", "pull_request")
 # The least the bot needs. `workflows` is left out on purpose: without it GitHub refuses
 # a push that touches .github/workflows/, so a model-written change can never alter CI.
 PERMISSIONS = {"metadata": "read", "issues": "write", "contents": "write",

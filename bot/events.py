@@ -21,6 +21,12 @@ SIGNATURE_PREFIX = "sha256="
 RETRY_COMMAND = "/frognano retry"
 # The command must be a whole word: `/frognano retrying` is not a retry.
 _RETRY_RE = re.compile(re.escape(RETRY_COMMAND) + r"(?=\s|$)")
+CANCEL_COMMAND = "/frognano cancel"
+_CANCEL_RE = re.compile(re.escape(CANCEL_COMMAND) + r"(?=\s|$)")
+# The bot's PR body opens with `Fixes #N` (bot/messages.pr_body) and its branch is
+# `frognano/issue-N` (workers/publish.branch_for): how a PR leads back to its issue.
+_PR_ISSUE_RE = re.compile(r"Fixes #(\d+)\b")
+_BOT_BRANCH_RE = re.compile(r"frognano/issue-(\d+)")
 
 
 class PayloadError(ValueError):
@@ -93,6 +99,8 @@ class Label(_Model):
 class Issue(_Model):
     number: int
     title: str = ""
+    body: str | None = None
+    user: User | None = None  # for a PR: who opened it
     pull_request: dict[str, Any] | None = None  # present when the "issue" is a PR
 
     @property
@@ -115,6 +123,25 @@ class IssuesEvent(_Model):
     installation: Installation
 
 
+class Branch(_Model):
+    ref: str
+
+
+class PullRequest(_Model):
+    number: int
+    user: User
+    head: Branch
+    merged: bool | None = None
+
+
+class PullRequestEvent(_Model):
+    action: str
+    pull_request: PullRequest
+    repository: Repository
+    sender: User
+    installation: Installation
+
+
 class IssueCommentEvent(_Model):
     action: str
     issue: Issue
@@ -130,6 +157,10 @@ def parse_issues_event(payload: Any) -> IssuesEvent:
 
 def parse_issue_comment_event(payload: Any) -> IssueCommentEvent:
     return _parse(IssueCommentEvent, "issue_comment", payload)
+
+
+def parse_pull_request_event(payload: Any) -> PullRequestEvent:
+    return _parse(PullRequestEvent, "pull_request", payload)
 
 
 def _parse(model: type[_M], event_name: str, payload: Any) -> _M:
@@ -154,6 +185,17 @@ def parse_retry_command(body: str | None) -> str | None:
     return text[match.end():].strip()
 
 
+def is_cancel_command(body: str | None) -> bool:
+    """Whether the comment is `/frognano cancel` (text after it is allowed and ignored)."""
+    return _CANCEL_RE.match((body or "").lstrip()) is not None
+
+
+def bot_pull_issue(body: str | None) -> int | None:
+    """The issue a bot PR's body says it fixes (its first line), or None."""
+    match = _PR_ISSUE_RE.match((body or "").lstrip())
+    return int(match.group(1)) if match else None
+
+
 def is_own_sender(sender: User, bot_login: str | None) -> bool:
     """Whether the bot itself sent this; `bot_login` may be given with or without `[bot]`."""
     if not bot_login:
@@ -171,7 +213,7 @@ def route(event_name: str, payload: Any, *, trigger_label: str, bot_login: str |
 
     Raises PayloadError when an event we act on does not have the documented shape.
     """
-    if event_name not in ("issues", "issue_comment"):
+    if event_name not in ("issues", "issue_comment", "pull_request"):
         return Ignore(f"event {event_name!r} is not handled")
     if not isinstance(payload, dict):
         raise PayloadError(f"{event_name} payload is not a JSON object")
@@ -180,11 +222,21 @@ def route(event_name: str, payload: Any, *, trigger_label: str, bot_login: str |
         raise PayloadError(f"{event_name} payload has no action")
     if event_name == "issues":
         return _route_issues(payload, action, trigger_label, bot_login, delivery_id)
+    if event_name == "pull_request":
+        return _route_pull_request(payload, action, bot_login, delivery_id)
     return _route_comment(payload, action, bot_login, delivery_id)
 
 
 def _route_issues(payload: dict[str, Any], action: str, trigger_label: str,
                   bot_login: str | None, delivery_id: str) -> Trigger | Ignore:
+    if action == "closed":
+        event = parse_issues_event(payload)
+        if is_own_sender(event.sender, bot_login):
+            return Ignore("sent by the bot itself")
+        return Trigger(
+            delivery_id=delivery_id, installation_id=event.installation.id,
+            owner=event.repository.owner.login, repo=event.repository.name,
+            issue_number=event.issue.number, kind="closed", actor=event.sender.login)
     if action != "labeled":
         return Ignore(f"issues.{action} is not handled")
     event = parse_issues_event(payload)
@@ -206,10 +258,16 @@ def _route_comment(payload: dict[str, Any], action: str, bot_login: str | None,
     if action != "created":
         return Ignore(f"issue_comment.{action} is not handled")
     event = parse_issue_comment_event(payload)
-    if event.issue.is_pull_request:
-        return Ignore("comment on a pull request")
     if is_own_sender(event.sender, bot_login) or is_own_sender(event.comment.user, bot_login):
         return Ignore("sent by the bot itself")
+    if event.issue.is_pull_request:
+        return _route_pull_comment(event, bot_login, delivery_id)
+    if is_cancel_command(event.comment.body):
+        return Trigger(
+            delivery_id=delivery_id, installation_id=event.installation.id,
+            owner=event.repository.owner.login, repo=event.repository.name,
+            issue_number=event.issue.number, kind="cancel", actor=event.sender.login,
+            comment_id=event.comment.id)
     guidance = parse_retry_command(event.comment.body)
     if guidance is None:
         return Ignore("comment is not a /frognano retry command")
@@ -218,3 +276,44 @@ def _route_comment(payload: dict[str, Any], action: str, bot_login: str | None,
         owner=event.repository.owner.login, repo=event.repository.name,
         issue_number=event.issue.number, kind="retry", actor=event.sender.login,
         guidance=guidance, comment_id=event.comment.id)
+
+
+def _route_pull_comment(event: IssueCommentEvent, bot_login: str | None,
+                        delivery_id: str) -> Trigger | Ignore:
+    """A comment on a PR: only `/frognano cancel` on a PR the bot opened does anything."""
+    if event.issue.user is None or not is_own_sender(event.issue.user, bot_login):
+        return Ignore("comment on a pull request the bot did not open")
+    if not is_cancel_command(event.comment.body):
+        return Ignore("comment on the bot's pull request is not a /frognano cancel command")
+    issue = bot_pull_issue(event.issue.body)
+    if issue is None:
+        return Ignore("the bot's pull request does not say which issue it fixes")
+    return Trigger(
+        delivery_id=delivery_id, installation_id=event.installation.id,
+        owner=event.repository.owner.login, repo=event.repository.name,
+        issue_number=issue, kind="cancel", actor=event.sender.login,
+        comment_id=event.comment.id, pull_number=event.issue.number)
+
+
+def _route_pull_request(payload: dict[str, Any], action: str, bot_login: str | None,
+                        delivery_id: str) -> Trigger | Ignore:
+    """The bot's PR closed without a merge stops the issue's run (a merge ends nothing:
+    by then no run of the issue can be going on except one a maintainer started)."""
+    if action != "closed":
+        return Ignore(f"pull_request.{action} is not handled")
+    event = parse_pull_request_event(payload)
+    pull = event.pull_request
+    if pull.merged:
+        return Ignore("pull request was merged")
+    if not is_own_sender(pull.user, bot_login):
+        return Ignore("pull request the bot did not open")
+    if is_own_sender(event.sender, bot_login):
+        return Ignore("sent by the bot itself")
+    match = _BOT_BRANCH_RE.fullmatch(pull.head.ref)
+    if match is None:
+        return Ignore(f"the bot's pull request has a branch it does not use: {pull.head.ref!r}")
+    return Trigger(
+        delivery_id=delivery_id, installation_id=event.installation.id,
+        owner=event.repository.owner.login, repo=event.repository.name,
+        issue_number=int(match.group(1)), kind="closed", actor=event.sender.login,
+        pull_number=pull.number)

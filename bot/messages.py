@@ -53,6 +53,28 @@ def status_failed(summary: str, attempt: int) -> str:
             f"{neutralize_mentions(summary)}")
 
 
+def cancel_reason(kind: str, actor: str, pull_number: int | None) -> str:
+    """Who stopped a run and how, for the status comment (`actor` is a GitHub login)."""
+    if kind == "cancel":
+        return f"cancelled by @{actor}"
+    what = f"pull request #{pull_number}" if pull_number is not None else "issue"
+    return f"cancelled: the {what} was closed by @{actor}"
+
+
+def status_cancelled(reason: str, attempt: int) -> str:
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** stopped (attempt {attempt}): {reason}. "
+            "Nothing was pushed.")
+
+
+def nothing_to_cancel(actor: str) -> str:
+    return f"@{actor} no FrogNano run of this issue is queued or running; nothing to cancel."
+
+
+def not_allowed_cancel(actor: str) -> str:
+    return (f"@{actor} only people with write, maintain or admin permission on this "
+            "repository can cancel a FrogNano run.")
+
+
 def not_allowed(actor: str) -> str:
     return (f"@{actor} only people with write, maintain or admin permission on this "
             "repository can start FrogNano. A maintainer can label the issue `frognano` or "

@@ -14,7 +14,11 @@ ACCEPT_TASK = "frognano.accept_trigger"
 RUN_TASK = "frognano.run_issue"
 CONTROL_QUEUE_SUFFIX = "-control"  # accept tasks: fast, never behind a GPU run
 
-TriggerKind = Literal["label", "retry"]
+# cancel: `/frognano cancel` on the issue or the bot's PR (a writer's); closed: the issue, or
+# the bot's PR unmerged, was closed. Neither runs anything: each is a newer generation
+# that stops the issue's queued or running run at its next step.
+TriggerKind = Literal["label", "retry", "cancel", "closed"]
+STOP_KINDS: tuple[TriggerKind, ...] = ("cancel", "closed")
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class Trigger:
     kind: TriggerKind
     actor: str  # who labeled or commented
     guidance: str = ""  # text after `/frognano retry`
-    comment_id: int | None = None  # the retry comment, to react to
+    comment_id: int | None = None  # the command's comment, to react to
+    pull_number: int | None = None  # the bot's PR the command or close came from
 
     @property
     def issue_key(self) -> str:

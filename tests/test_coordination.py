@@ -94,3 +94,20 @@ def test_an_attempt_superseded_before_it_began_does_not_start(
     assert issue.wait_for_lock(1, timeout=1) == "stale"
     assert issue.lock_holder() is None, "the stale attempt gave the lock back"
     assert issue.wait_for_lock(2, timeout=1) == "acquired"
+
+
+def test_a_cancel_is_a_generation_that_names_who_stopped_the_run(
+        redis_server: RedisServer) -> None:
+    issue = IssueCoordinator(redis_server.client(), "o/r#5")
+    assert not issue.is_active(), "nothing assigned yet"
+    running = issue.assign_generation("label")
+    assert issue.is_active()
+    cancel = issue.assign_generation("cancel")
+    issue.record_cancel(cancel, "cancelled by @alice")
+    issue.mark_done(cancel)
+    assert issue.is_stale(running) and not issue.is_active()
+    assert issue.stop_reason() == ("cancelled", "cancelled by @alice")
+    assert issue.wait_for_lock(running, timeout=0.2) == "stale", "a queued run never starts"
+    # A newer trigger after the cancel supersedes; it is not a cancel.
+    issue.assign_generation("retry")
+    assert issue.stop_reason() == ("superseded", None)

@@ -10,6 +10,8 @@ import pytest
 from bot.events import (
     Ignore,
     PayloadError,
+    bot_pull_issue,
+    is_cancel_command,
     parse_issue_comment_event,
     parse_retry_command,
     route,
@@ -147,7 +149,7 @@ def test_plain_comment_is_ignored() -> None:
 
 def test_retry_on_a_pull_request_is_ignored() -> None:
     decision = do_route("issue_comment", commented("/frognano retry", pull_request=True))
-    assert decision == Ignore("comment on a pull request")
+    assert decision == Ignore("comment on a pull request the bot did not open")
 
 
 @pytest.mark.parametrize("bot_login", ["frognano[bot]", "frognano", "FrogNano[bot]"])
@@ -221,3 +223,97 @@ def test_json_nested_too_deep_is_a_payload_error_not_a_crash() -> None:
     with pytest.raises(PayloadError, match="not JSON"):
         parse_json_body(b"\xff{")
     assert parse_json_body(b'{"a": [1]}') == {"a": [1]}
+
+
+# --- cancel: the command, closing the issue, closing the bot's PR unmerged -------------------
+
+
+def on_bot_pull(body: str, pr_body: str = "Fixes #3\n\nThe change.",
+                author: str = BOT) -> dict[str, Any]:
+    payload = commented(body, pull_request=True)
+    payload["issue"].update(number=12, body=pr_body,
+                            user={"login": author, "type": "Bot" if author == BOT else "User"})
+    return payload
+
+
+def pull_closed(*, merged: bool = False, author: str = BOT, head: str = "frognano/issue-3",
+                sender: str = "alice") -> dict[str, Any]:
+    return {"action": "closed",
+            "pull_request": {"number": 12, "merged": merged, "head": {"ref": head},
+                             "user": {"login": author, "type": "Bot"}},
+            "repository": {"name": "calc", "owner": {"login": "acme"}},
+            "sender": {"login": sender, "type": "User"}, "installation": {"id": 42}}
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("/frognano cancel", True), ("  /frognano cancel please", True),
+    ("/frognano cancel\nit is wrong", True), ("/frognano cancelled", False),
+    ("please /frognano cancel", False), ("/frognano retry", False), (None, False)])
+def test_cancel_command(body: str | None, expected: bool) -> None:
+    assert is_cancel_command(body) is expected
+
+
+def test_cancel_on_the_issue_is_a_cancel_trigger() -> None:
+    decision = do_route("issue_comment", commented("/frognano cancel"))
+    assert decision == Trigger(
+        delivery_id="d-1", installation_id=42, owner="acme", repo="calc", issue_number=7,
+        kind="cancel", actor="bob", comment_id=555)
+
+
+def test_cancel_on_the_bots_pr_cancels_the_issue_it_fixes() -> None:
+    decision = do_route("issue_comment", on_bot_pull("/frognano cancel"))
+    assert isinstance(decision, Trigger)
+    assert (decision.kind, decision.issue_number, decision.pull_number) == ("cancel", 3, 12)
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    (on_bot_pull("/frognano cancel", author="mallory"),
+     "comment on a pull request the bot did not open"),
+    (on_bot_pull("looks good"),
+     "comment on the bot's pull request is not a /frognano cancel command"),
+    (on_bot_pull("/frognano cancel", pr_body="rewritten by hand"),
+     "the bot's pull request does not say which issue it fixes"),
+])
+def test_pr_comments_that_cancel_nothing(payload: dict[str, Any], reason: str) -> None:
+    assert do_route("issue_comment", payload) == Ignore(reason)
+
+
+def test_bots_own_cancel_comment_is_ignored() -> None:
+    payload = commented("/frognano cancel", sender={"login": BOT, "type": "Bot"})
+    assert do_route("issue_comment", payload) == Ignore("sent by the bot itself")
+
+
+def test_closing_the_issue_is_a_closed_trigger() -> None:
+    decision = do_route("issues", {**labeled(), "action": "closed"})
+    assert decision == Trigger(
+        delivery_id="d-1", installation_id=42, owner="acme", repo="calc", issue_number=7,
+        kind="closed", actor="alice")
+
+
+def test_closing_the_bots_pr_unmerged_cancels_its_issue() -> None:
+    decision = do_route("pull_request", pull_closed())
+    assert isinstance(decision, Trigger)
+    assert (decision.kind, decision.issue_number, decision.pull_number, decision.actor) == (
+        "closed", 3, 12, "alice")
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    (pull_closed(merged=True), "pull request was merged"),
+    (pull_closed(author="mallory"), "pull request the bot did not open"),
+    (pull_closed(sender=BOT), "sent by the bot itself"),
+    (pull_closed(head="feature/x"),
+     "the bot's pull request has a branch it does not use: 'feature/x'"),
+    ({**pull_closed(), "action": "reopened"}, "pull_request.reopened is not handled"),
+])
+def test_pull_request_events_that_cancel_nothing(payload: dict[str, Any], reason: str) -> None:
+    assert do_route("pull_request", payload) == Ignore(reason)
+
+
+def test_a_closed_pull_request_without_its_head_is_a_payload_error() -> None:
+    with pytest.raises(PayloadError):
+        do_route("pull_request", _without(pull_closed(), "pull_request", "head"))
+
+
+def test_bot_pull_issue_reads_only_the_first_line() -> None:
+    assert bot_pull_issue("Fixes #41\n\nbody") == 41
+    assert bot_pull_issue("Some text\nFixes #41") is None

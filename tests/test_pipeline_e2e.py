@@ -10,9 +10,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from runstore.store import RunStore
 from tests.conftest import git
 from tests.reliability.stack import (
     MAINTAINER,
@@ -20,7 +22,10 @@ from tests.reliability.stack import (
     READER,
     Stack,
     StackOptions,
+    issue_json,
+    repo_json,
     running_stack,
+    user_json,
     wait_for,
 )
 from tests.sandbox_support import HAVE_BWRAP
@@ -34,6 +39,9 @@ SCRIPT = [
     think_and_call("Look around, including what the sandbox exposes.", "Bash",
                    command="env; cat .git/config; ls -la /frognano; cat /proc/1/environ | "
                            "tr '\\0' '\\n'; git remote -v"),
+    # A repository with SLOW keeps the run in this call long enough to cancel it mid-run.
+    think_and_call("Wait for the slow service.", "Bash",
+                   command="if [ -f SLOW ]; then touch SLEEPING; sleep 12; fi; true"),
     think_and_call("add uses minus.", "Edit", file_path="calc.py",
                    old_string="return a - b", new_string="return a + b"),
     think_and_call("Some repos want CI tweaks.", "Bash",
@@ -52,6 +60,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-ci-run", {".github/frognano.yml": "ci: run\n"})
         stack.add_calc_repo("calc-busy")
         stack.add_calc_repo("calc-free")
+        stack.add_calc_repo("calc-cancel", {"SLOW": "x"})
+        stack.add_calc_repo("calc-close", {"SLOW": "x"})
         yield stack
 
 
@@ -181,3 +191,66 @@ def test_a_run_whose_issue_is_locked_retries_and_frees_the_worker(stack: Stack) 
     redis.delete(lock)
     wait_for(lambda: stack.fake.pulls(OWNER, "calc-busy"), message="the retried run's PR")
     assert len(stack.transcripts("calc-busy")) == 1
+
+
+def command(stack: Stack, repo: str, number: int, actor: str, body: str) -> Any:
+    comment = stack.fake.add_comment(OWNER, repo, number, body, actor)
+    return stack.deliver("issue_comment", {
+        "action": "created", "issue": issue_json(number),
+        "comment": {"id": comment.id, "body": comment.body, "user": user_json(actor)},
+        "repository": repo_json(repo), "sender": user_json(actor),
+        "installation": {"id": stack.fake.installation_id}})
+
+
+def sleeping(stack: Stack, repo: str) -> list[Path]:
+    """The workspace of a run that sits in the script's `sleep` (a SLOW repository)."""
+    return list(Path(stack.env["FROGNANO_WORK_DIR"]).glob(f"{OWNER}-{repo}-1-*/workspace/"
+                                                          "SLEEPING"))
+
+
+def finished_run(stack: Stack, repo: str) -> Any:
+    store = RunStore(f"sqlite:///{stack.state / 'frognano.db'}", migrate=False)
+    try:
+        runs = store.list_runs(repo=f"{OWNER}/{repo}")
+        return runs[0] if runs and runs[0].finished else None
+    finally:
+        store.close()
+
+
+def test_cancel_during_a_run_pushes_nothing(stack: Stack) -> None:
+    assert stack.label("calc-cancel", 1).status_code == 202
+    wait_for(lambda: sleeping(stack, "calc-cancel"), message="the run to sit in its sleep")
+    # A reader may not cancel: one short reply, the run goes on.
+    assert command(stack, "calc-cancel", 1, READER, "/frognano cancel").status_code == 202
+    wait_for(lambda: any("can cancel a FrogNano run" in c.body for c in stack.fake.comments(
+        OWNER, "calc-cancel", 1)), message="the refusal")
+    assert sleeping(stack, "calc-cancel"), "a reader's cancel stopped nothing"
+    assert command(stack, "calc-cancel", 1, MAINTAINER, "/frognano cancel").status_code == 202
+    wait_for(lambda: f"cancelled by @{MAINTAINER}" in stack.status("calc-cancel", 1),
+             message="the status comment to say who cancelled")
+    run = wait_for(lambda: finished_run(stack, "calc-cancel"), message="the run to end")
+    assert run.outcome == "cancelled"
+    # The script's next step (the fix) never ran, nothing reached GitHub's git, no PR.
+    transcript = stack.transcripts("calc-cancel")[0].read_text()
+    assert "return a + b" not in transcript
+    assert stack.fake.branch_sha(OWNER, "calc-cancel", "frognano/issue-1") is None
+    assert stack.fake.pulls(OWNER, "calc-cancel") == []
+    status = stack.status("calc-cancel", 1)
+    assert f"cancelled by @{MAINTAINER}" in status and "Nothing was pushed" in status
+    # Once it has stopped, a second cancel finds nothing to cancel.
+    assert command(stack, "calc-cancel", 1, MAINTAINER, "/frognano cancel").status_code == 202
+    wait_for(lambda: any("nothing to cancel" in c.body for c in stack.fake.comments(
+        OWNER, "calc-cancel", 1)), message="the answer to a cancel of nothing")
+
+
+def test_closing_the_issue_cancels_its_run(stack: Stack) -> None:
+    assert stack.label("calc-close", 1).status_code == 202
+    wait_for(lambda: sleeping(stack, "calc-close"), message="the run to sit in its sleep")
+    closed = {**stack.label_payload("calc-close", 1), "action": "closed"}
+    del closed["label"]
+    assert stack.deliver("issues", closed).status_code == 202
+    run = wait_for(lambda: finished_run(stack, "calc-close"), message="the run to end")
+    assert run.outcome == "cancelled"
+    assert f"the issue was closed by @{MAINTAINER}" in stack.status("calc-close", 1)
+    assert stack.fake.branch_sha(OWNER, "calc-close", "frognano/issue-1") is None
+    assert stack.fake.pulls(OWNER, "calc-close") == []

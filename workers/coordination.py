@@ -6,6 +6,8 @@
 - lock: one active run per issue, held with a TTL that a heartbeat keeps fresh, so
   a run on a worker that died is taken over after the TTL.
 - done: a generation that finished is never run again (duplicate or late messages).
+- cancel: a generation that runs nothing and records who asked; the run it makes stale
+  ends as "cancelled" rather than "superseded".
 """
 
 from __future__ import annotations
@@ -66,6 +68,26 @@ class IssueCoordinator:
 
     def is_done(self, generation: int) -> bool:
         return bool(self.redis.exists(f"{self._key('done')}:{generation}"))
+
+    def is_active(self) -> bool:
+        """Whether the newest generation is queued or running (assigned, not finished)."""
+        current = self.current_generation()
+        return current > 0 and not self.is_done(current)
+
+    def record_cancel(self, generation: int, by: str) -> None:
+        self.redis.set(f"{self._key('cancel')}:{generation}", by, ex=DELIVERY_TTL)
+
+    def cancelled_by(self, generation: int) -> str | None:
+        value = self.redis.get(f"{self._key('cancel')}:{generation}")
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def stop_reason(self) -> tuple[str, str | None]:
+        """Why a stale run stops: ("cancelled", who) when the newest generation is a
+        cancel, else ("superseded", None)."""
+        by = self.cancelled_by(self.current_generation())
+        return ("cancelled", by) if by is not None else ("superseded", None)
 
     def try_lock(self, generation: int) -> bool:
         return bool(self.redis.set(self._key("lock"), str(generation), nx=True, ex=LOCK_TTL))

@@ -23,6 +23,7 @@ from bot.messages import (
     failure_comment,
     invalid_config,
     pr_body,
+    status_cancelled,
     status_done,
     status_failed,
     status_running,
@@ -45,17 +46,17 @@ log = logging.getLogger(__name__)
 
 def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
     """Returns the outcome: pr_opened, failed, no_change, refused_paths, refused_size,
-    invalid_config, no_tests, superseded, duplicate, or busy (another attempt holds the
-    issue's lock; the task goes back to the broker and tries again)."""
+    invalid_config, no_tests, superseded, cancelled, duplicate, or busy (another attempt
+    holds the issue's lock; the task goes back to the broker and tries again)."""
     coordinator = IssueCoordinator(rt.redis, trigger.issue_key)
     if coordinator.is_done(generation):
         return "duplicate"
     lock = coordinator.wait_for_lock(generation)
     if lock == "duplicate":
         return "duplicate"
-    if lock == "stale":
+    if lock == "stale":  # superseded or cancelled while queued
         coordinator.mark_done(generation)
-        return "superseded"
+        return coordinator.stop_reason()[0]
     if lock == "timeout":  # an older run is still going: the task retries later
         return "busy"
     run_dir = rt.work_dir / f"{trigger.owner}-{trigger.repo}-{trigger.issue_number}-" \
@@ -134,7 +135,10 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
                          should_stop=lambda: coordinator.is_stale(generation))
 
     if coordinator.is_stale(generation):  # the newer run owns the status comment now
-        return "superseded"
+        outcome, reason = coordinator.stop_reason()
+        if reason is not None:  # a cancel: a progress edit may have landed after its own
+            status.set(status_cancelled(reason, generation))
+        return outcome
     report = _report(rt, trigger, generation, result)
     decision = decide(result, config)
     if decision.action != "publish":

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 OUTCOME_STATUS = {
     "pr_opened": "passed",
     "superseded": "superseded",
+    "cancelled": "superseded",  # stopped by a newer generation that runs nothing
     "error": "error",
 }
 
