@@ -55,7 +55,8 @@ MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 DEFAULT_BOT_LOGIN = "frognano[bot]"
 REDIS_TIMEOUT_S = 1.0
 # Events kept as metric labels; anything else is counted as "other" to bound cardinality.
-_KNOWN_EVENTS = frozenset({"ping", "issues", "issue_comment", "pull_request"})
+_KNOWN_EVENTS = frozenset({"ping", "issues", "issue_comment", "pull_request",
+                           "pull_request_review", "pull_request_review_comment"})
 
 
 def redis_client_for(url: str) -> redis.Redis:

@@ -11,8 +11,10 @@ from typing import Any
 WEBHOOK_PATH = "/webhooks/github"  # the receiver's route (bot/app.py)
 SETUP_CALLBACK_PATH = "/setup/callback"
 MAX_NAME_LENGTH = 34  # GitHub's limit on App names
-# pull_request: closing the bot's PR unmerged cancels its run (`closed` only).
-EVENTS = ("issues", "issue_comment", "pull_request")
+# pull_request: closing the bot's PR unmerged cancels its run (`closed` only); the review
+# events: a review or review comment on the bot's PR continues its run from the branch.
+EVENTS = ("issues", "issue_comment", "pull_request", "pull_request_review",
+          "pull_request_review_comment")
 # The least the bot needs. `workflows` is left out on purpose: without it GitHub refuses
 # a push that touches .github/workflows/, so a model-written change can never alter CI.
 PERMISSIONS = {"metadata": "read", "issues": "write", "contents": "write",

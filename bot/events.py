@@ -25,6 +25,8 @@ CANCEL_COMMAND = "/frognano cancel"
 _CANCEL_RE = re.compile(re.escape(CANCEL_COMMAND) + r"(?=\s|$)")
 # The bot's PR body opens with `Fixes #N` (bot/messages.pr_body) and its branch is
 # `frognano/issue-N` (workers/publish.branch_for): how a PR leads back to its issue.
+# On the bot's PR any `/frognano …` comment is feedback for a new run (after `cancel`).
+_COMMAND_RE = re.compile(r"/frognano(?=\s|$)")
 _PR_ISSUE_RE = re.compile(r"Fixes #(\d+)\b")
 _BOT_BRANCH_RE = re.compile(r"frognano/issue-(\d+)")
 
@@ -134,6 +136,40 @@ class PullRequest(_Model):
     merged: bool | None = None
 
 
+class Review(_Model):
+    id: int
+    body: str | None = None
+    state: str  # webhooks send it lower case: approved, changes_requested, commented
+    user: User
+
+
+class ReviewComment(_Model):
+    id: int
+    body: str | None = None
+    user: User
+    path: str = ""
+    line: int | None = None
+    diff_hunk: str = ""
+
+
+class PullRequestReviewEvent(_Model):
+    action: str
+    review: Review
+    pull_request: PullRequest
+    repository: Repository
+    sender: User
+    installation: Installation
+
+
+class PullRequestReviewCommentEvent(_Model):
+    action: str
+    comment: ReviewComment
+    pull_request: PullRequest
+    repository: Repository
+    sender: User
+    installation: Installation
+
+
 class PullRequestEvent(_Model):
     action: str
     pull_request: PullRequest
@@ -185,6 +221,25 @@ def parse_retry_command(body: str | None) -> str | None:
     return text[match.end():].strip()
 
 
+def parse_command(body: str | None) -> str | None:
+    """The text after a leading `/frognano` ("" when none), or None when there is none."""
+    text = (body or "").lstrip()
+    match = _COMMAND_RE.match(text)
+    return None if match is None else text[match.end():].strip()
+
+
+def review_feedback(review_body: str, comments: list[ReviewComment]) -> str:
+    """The review as the model's guidance: its body, then each comment with its file,
+    line and diff hunk (what the reviewer saw)."""
+    parts = [f"A reviewer asked for changes on your pull request.\n\n{review_body}".strip()]
+    for comment in comments:
+        where = f"{comment.path}, line {comment.line}" if comment.line else comment.path
+        text = parse_command(comment.body)
+        parts.append(f"Review comment on {where}:\n{text if text is not None else comment.body}"
+                     f"\n\nThe diff it is about:\n{comment.diff_hunk}")
+    return "\n\n".join(parts)
+
+
 def is_cancel_command(body: str | None) -> bool:
     """Whether the comment is `/frognano cancel` (text after it is allowed and ignored)."""
     return _CANCEL_RE.match((body or "").lstrip()) is not None
@@ -213,7 +268,8 @@ def route(event_name: str, payload: Any, *, trigger_label: str, bot_login: str |
 
     Raises PayloadError when an event we act on does not have the documented shape.
     """
-    if event_name not in ("issues", "issue_comment", "pull_request"):
+    if event_name not in ("issues", "issue_comment", "pull_request", "pull_request_review",
+                          "pull_request_review_comment"):
         return Ignore(f"event {event_name!r} is not handled")
     if not isinstance(payload, dict):
         raise PayloadError(f"{event_name} payload is not a JSON object")
@@ -224,6 +280,10 @@ def route(event_name: str, payload: Any, *, trigger_label: str, bot_login: str |
         return _route_issues(payload, action, trigger_label, bot_login, delivery_id)
     if event_name == "pull_request":
         return _route_pull_request(payload, action, bot_login, delivery_id)
+    if event_name == "pull_request_review":
+        return _route_review(payload, action, bot_login, delivery_id)
+    if event_name == "pull_request_review_comment":
+        return _route_review_comment(payload, action, bot_login, delivery_id)
     return _route_comment(payload, action, bot_login, delivery_id)
 
 
@@ -280,19 +340,22 @@ def _route_comment(payload: dict[str, Any], action: str, bot_login: str | None,
 
 def _route_pull_comment(event: IssueCommentEvent, bot_login: str | None,
                         delivery_id: str) -> Trigger | Ignore:
-    """A comment on a PR: only `/frognano cancel` on a PR the bot opened does anything."""
+    """A comment on a PR the bot opened: `/frognano cancel`, or `/frognano <feedback>`."""
     if event.issue.user is None or not is_own_sender(event.issue.user, bot_login):
         return Ignore("comment on a pull request the bot did not open")
-    if not is_cancel_command(event.comment.body):
-        return Ignore("comment on the bot's pull request is not a /frognano cancel command")
+    command = parse_command(event.comment.body)
+    if command is None:
+        return Ignore("comment on the bot's pull request is not a /frognano command")
     issue = bot_pull_issue(event.issue.body)
     if issue is None:
         return Ignore("the bot's pull request does not say which issue it fixes")
+    cancel = is_cancel_command(event.comment.body)
     return Trigger(
         delivery_id=delivery_id, installation_id=event.installation.id,
         owner=event.repository.owner.login, repo=event.repository.name,
-        issue_number=issue, kind="cancel", actor=event.sender.login,
-        comment_id=event.comment.id, pull_number=event.issue.number)
+        issue_number=issue, kind="cancel" if cancel else "review", actor=event.sender.login,
+        comment_id=event.comment.id, pull_number=event.issue.number,
+        guidance="" if cancel else review_feedback(command, []))
 
 
 def _route_pull_request(payload: dict[str, Any], action: str, bot_login: str | None,
@@ -317,3 +380,62 @@ def _route_pull_request(payload: dict[str, Any], action: str, bot_login: str | N
         owner=event.repository.owner.login, repo=event.repository.name,
         issue_number=int(match.group(1)), kind="closed", actor=event.sender.login,
         pull_number=pull.number)
+
+
+def _bot_pull_issue_number(pull: PullRequest, bot_login: str | None) -> int | Ignore:
+    if not is_own_sender(pull.user, bot_login):
+        return Ignore("pull request the bot did not open")
+    match = _BOT_BRANCH_RE.fullmatch(pull.head.ref)
+    if match is None:
+        return Ignore(f"the bot's pull request has a branch it does not use: {pull.head.ref!r}")
+    return int(match.group(1))
+
+
+def _route_review(payload: dict[str, Any], action: str, bot_login: str | None,
+                  delivery_id: str) -> Trigger | Ignore:
+    """A submitted review of the bot's PR that requests changes, or whose body is a
+    `/frognano` command, continues from the PR's head."""
+    if action != "submitted":
+        return Ignore(f"pull_request_review.{action} is not handled")
+    event = _parse(PullRequestReviewEvent, "pull_request_review", payload)
+    review = event.review
+    if is_own_sender(event.sender, bot_login) or is_own_sender(review.user, bot_login):
+        return Ignore("sent by the bot itself")
+    issue = _bot_pull_issue_number(event.pull_request, bot_login)
+    if isinstance(issue, Ignore):
+        return issue
+    command = parse_command(review.body)
+    if review.state.casefold() != "changes_requested" and command is None:
+        return Ignore(f"review is {review.state}, not changes requested")
+    if command is not None and is_cancel_command(review.body):
+        return Ignore("a cancel is a comment, not a review")
+    return Trigger(
+        delivery_id=delivery_id, installation_id=event.installation.id,
+        owner=event.repository.owner.login, repo=event.repository.name,
+        issue_number=issue, kind="review", actor=review.user.login,
+        pull_number=event.pull_request.number, review_id=review.id,
+        guidance=review_feedback(command if command is not None else review.body or "", []))
+
+
+def _route_review_comment(payload: dict[str, Any], action: str, bot_login: str | None,
+                          delivery_id: str) -> Trigger | Ignore:
+    """A review comment on the bot's PR starting with `/frognano`: feedback on one line."""
+    if action != "created":
+        return Ignore(f"pull_request_review_comment.{action} is not handled")
+    event = _parse(PullRequestReviewCommentEvent, "pull_request_review_comment", payload)
+    comment = event.comment
+    if is_own_sender(event.sender, bot_login) or is_own_sender(comment.user, bot_login):
+        return Ignore("sent by the bot itself")
+    issue = _bot_pull_issue_number(event.pull_request, bot_login)
+    if isinstance(issue, Ignore):
+        return issue
+    if parse_command(comment.body) is None:
+        return Ignore("review comment is not a /frognano command")
+    if is_cancel_command(comment.body):
+        return Ignore("a cancel is an issue or pull request comment, not a review comment")
+    return Trigger(
+        delivery_id=delivery_id, installation_id=event.installation.id,
+        owner=event.repository.owner.login, repo=event.repository.name,
+        issue_number=issue, kind="review", actor=comment.user.login,
+        pull_number=event.pull_request.number, review_comment_id=comment.id,
+        guidance=review_feedback("", [comment]))

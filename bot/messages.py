@@ -75,6 +75,17 @@ def not_allowed_cancel(actor: str) -> str:
             "repository can cancel a FrogNano run.")
 
 
+def review_pushed(actor: str, commit: str, final_summary: str) -> str:
+    return (f"@{actor} 🐸 **FrogNano** pushed {commit[:12]} on top of this branch for your "
+            f"feedback. The repository's tests after it: {escape_text(final_summary)}. The "
+            "test report in the description is updated; it still needs human review.")
+
+
+def review_not_pushed(reason: str) -> str:
+    return (f"🐸 **FrogNano** pushed nothing for this feedback: {neutralize_mentions(reason)}"
+            ". The branch is as it was.")
+
+
 def not_allowed(actor: str) -> str:
     return (f"@{actor} only people with write, maintain or admin permission on this "
             "repository can start FrogNano. A maintainer can label the issue `frognano` or "

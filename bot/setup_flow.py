@@ -290,8 +290,8 @@ def _setup_home() -> HTMLResponse:
     return _page("Set up FrogNano", (
         "<p>This bot has no GitHub App yet. Setting one up takes a minute:</p><ol>"
         "<li>Create the App on GitHub: the button sends GitHub the App's settings "
-        "(webhook URL, the events <code>issues</code>, <code>issue_comment</code> and "
-        "<code>pull_request</code>, "
+        "(webhook URL, the events <code>issues</code>, <code>issue_comment</code>, "
+        "<code>pull_request</code> and its review events, "
         "and the permissions it needs); you only confirm its name.</li>"
         "<li>GitHub sends you back here; the App's id, private key and webhook secret "
         "are saved to <code>.env</code>.</li>"

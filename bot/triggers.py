@@ -17,7 +17,9 @@ CONTROL_QUEUE_SUFFIX = "-control"  # accept tasks: fast, never behind a GPU run
 # cancel: `/frognano cancel` on the issue or the bot's PR (a writer's); closed: the issue, or
 # the bot's PR unmerged, was closed. Neither runs anything: each is a newer generation
 # that stops the issue's queued or running run at its next step.
-TriggerKind = Literal["label", "retry", "cancel", "closed"]
+# review: on the bot's PR, a review requesting changes or a `/frognano …` comment (a
+# writer's); the run starts from the PR branch's head with the feedback as guidance.
+TriggerKind = Literal["label", "retry", "cancel", "closed", "review"]
 STOP_KINDS: tuple[TriggerKind, ...] = ("cancel", "closed")
 
 
@@ -32,9 +34,11 @@ class Trigger:
     issue_number: int
     kind: TriggerKind
     actor: str  # who labeled or commented
-    guidance: str = ""  # text after `/frognano retry`
+    guidance: str = ""  # text after `/frognano retry`, or a review's feedback
     comment_id: int | None = None  # the command's comment, to react to
-    pull_number: int | None = None  # the bot's PR the command or close came from
+    pull_number: int | None = None  # the bot's PR the command, close or review came from
+    review_id: int | None = None  # the review that asked for changes
+    review_comment_id: int | None = None  # the `/frognano` review comment, to reply to
 
     @property
     def issue_key(self) -> str:

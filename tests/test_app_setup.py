@@ -123,7 +123,8 @@ def test_manifest_asks_for_the_least_the_bot_needs() -> None:
         "name": "FrogNano", "url": "https://bot.example.com",
         "hook_attributes": {"url": "https://bot.example.com/webhooks/github", "active": True},
         "redirect_url": "https://bot.example.com/setup/callback", "public": False,
-        "default_events": ["issues", "issue_comment", "pull_request"],
+        "default_events": ["issues", "issue_comment", "pull_request", "pull_request_review",
+                           "pull_request_review_comment"],
         "default_permissions": {"metadata": "read", "issues": "write", "contents": "write",
                                 "pull_requests": "write"},
     }

@@ -270,7 +270,7 @@ def test_cancel_on_the_bots_pr_cancels_the_issue_it_fixes() -> None:
     (on_bot_pull("/frognano cancel", author="mallory"),
      "comment on a pull request the bot did not open"),
     (on_bot_pull("looks good"),
-     "comment on the bot's pull request is not a /frognano cancel command"),
+     "comment on the bot's pull request is not a /frognano command"),
     (on_bot_pull("/frognano cancel", pr_body="rewritten by hand"),
      "the bot's pull request does not say which issue it fixes"),
 ])
@@ -317,3 +317,85 @@ def test_a_closed_pull_request_without_its_head_is_a_payload_error() -> None:
 def test_bot_pull_issue_reads_only_the_first_line() -> None:
     assert bot_pull_issue("Fixes #41\n\nbody") == 41
     assert bot_pull_issue("Some text\nFixes #41") is None
+
+
+# --- continue from a review ----------------------------------------------------------------
+
+
+def bot_pr(author: str = BOT, head: str = "frognano/issue-3") -> dict[str, Any]:
+    return {"number": 12, "head": {"ref": head, "sha": "a" * 40},
+            "user": {"login": author, "type": "Bot" if author == BOT else "User"}}
+
+
+def reviewed(state: str = "changes_requested", body: str | None = "Name the sum.",
+             reviewer: str = "alice", **pull: Any) -> dict[str, Any]:
+    user = {"login": reviewer, "type": "Bot" if reviewer == BOT else "User"}
+    return {"action": "submitted",
+            "review": {"id": 77, "body": body, "state": state, "user": user},
+            "pull_request": bot_pr(**pull),
+            "repository": {"name": "calc", "owner": {"login": "acme"}},
+            "sender": user, "installation": {"id": 42}}
+
+
+def review_commented(body: str, author: str = "alice", pr_author: str = BOT
+                     ) -> dict[str, Any]:
+    user = {"login": author, "type": "Bot" if author == BOT else "User"}
+    return {"action": "created",
+            "comment": {"id": 88, "body": body, "user": user, "path": "calc.py", "line": 2,
+                        "diff_hunk": "@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b"},
+            "pull_request": bot_pr(author=pr_author),
+            "repository": {"name": "calc", "owner": {"login": "acme"}},
+            "sender": user, "installation": {"id": 42}}
+
+
+def test_a_review_requesting_changes_continues_the_issue_from_its_pr() -> None:
+    decision = do_route("pull_request_review", reviewed())
+    assert isinstance(decision, Trigger)
+    assert (decision.kind, decision.issue_number, decision.pull_number, decision.review_id,
+            decision.actor) == ("review", 3, 12, 77, "alice")
+    assert "Name the sum." in decision.guidance
+
+
+def test_a_commenting_review_that_is_a_command_continues_too() -> None:
+    decision = do_route("pull_request_review", reviewed("commented", "/frognano rename it"))
+    assert isinstance(decision, Trigger) and "rename it" in decision.guidance
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    (reviewed("approved"), "review is approved, not changes requested"),
+    (reviewed("commented", "nice"), "review is commented, not changes requested"),
+    (reviewed(reviewer=BOT), "sent by the bot itself"),
+    (reviewed(author="mallory"), "pull request the bot did not open"),
+    (reviewed(head="main"), "the bot's pull request has a branch it does not use: 'main'"),
+    ({**reviewed(), "action": "dismissed"}, "pull_request_review.dismissed is not handled"),
+])
+def test_reviews_that_start_nothing(payload: dict[str, Any], reason: str) -> None:
+    assert do_route("pull_request_review", payload) == Ignore(reason)
+
+
+def test_a_review_comment_command_carries_file_line_and_hunk() -> None:
+    decision = do_route("pull_request_review_comment",
+                        review_commented("/frognano use a + b here"))
+    assert isinstance(decision, Trigger)
+    assert (decision.kind, decision.issue_number, decision.review_comment_id) == (
+        "review", 3, 88)
+    assert "calc.py, line 2" in decision.guidance and "use a + b here" in decision.guidance
+    assert "-    return a - b" in decision.guidance
+    assert "/frognano" not in decision.guidance
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    (review_commented("plain remark"), "review comment is not a /frognano command"),
+    (review_commented("/frognano fix", author=BOT), "sent by the bot itself"),
+    (review_commented("/frognano fix", pr_author="mallory"),
+     "pull request the bot did not open"),
+])
+def test_review_comments_that_start_nothing(payload: dict[str, Any], reason: str) -> None:
+    assert do_route("pull_request_review_comment", payload) == Ignore(reason)
+
+
+def test_a_frognano_comment_on_the_bots_pr_is_feedback() -> None:
+    decision = do_route("issue_comment", on_bot_pull("/frognano keep the docstring"))
+    assert isinstance(decision, Trigger)
+    assert (decision.kind, decision.issue_number, decision.pull_number) == ("review", 3, 12)
+    assert "keep the docstring" in decision.guidance

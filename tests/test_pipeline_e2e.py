@@ -42,6 +42,10 @@ SCRIPT = [
     # A repository with SLOW keeps the run in this call long enough to cancel it mid-run.
     think_and_call("Wait for the slow service.", "Bash",
                    command="if [ -f SLOW ]; then touch SLEEPING; sleep 12; fi; true"),
+    # On a PR branch that is already fixed (a review run), the change the review asks for.
+    think_and_call("Note the sum, as the review asks.", "Bash",
+                   command="grep -q 'return a + b' calc.py && printf '# add returns the "
+                           "sum\\n' >> calc.py; true"),
     think_and_call("add uses minus.", "Edit", file_path="calc.py",
                    old_string="return a - b", new_string="return a + b"),
     think_and_call("Some repos want CI tweaks.", "Bash",
@@ -62,6 +66,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-free")
         stack.add_calc_repo("calc-cancel", {"SLOW": "x"})
         stack.add_calc_repo("calc-close", {"SLOW": "x"})
+        stack.add_calc_repo("calc-review")
         yield stack
 
 
@@ -254,3 +259,80 @@ def test_closing_the_issue_cancels_its_run(stack: Stack) -> None:
     assert f"the issue was closed by @{MAINTAINER}" in stack.status("calc-close", 1)
     assert stack.fake.branch_sha(OWNER, "calc-close", "frognano/issue-1") is None
     assert stack.fake.pulls(OWNER, "calc-close") == []
+
+
+def review_payload(stack: Stack, repo: str, pull: int, reviewer: str, body: str
+                   ) -> dict[str, Any]:
+    bot = {"login": stack.fake.bot_login, "type": "Bot"}
+    return {"action": "submitted",
+            "review": {"id": 900 + pull, "body": body, "state": "changes_requested",
+                       "user": user_json(reviewer)},
+            "pull_request": {"number": pull, "user": bot,
+                             "head": {"ref": "frognano/issue-1"}, "merged": False},
+            "repository": repo_json(repo), "sender": user_json(reviewer),
+            "installation": {"id": stack.fake.installation_id}}
+
+
+def review_comment_payload(stack: Stack, repo: str, pull: int, author: str, body: str
+                           ) -> dict[str, Any]:
+    bot = {"login": stack.fake.bot_login, "type": "Bot"}
+    return {"action": "created",
+            "comment": {"id": 700 + pull, "body": body, "user": user_json(author),
+                        "path": "calc.py", "line": 2, "diff_hunk": "@@ -1,2 +1,2 @@"},
+            "pull_request": {"number": pull, "user": bot,
+                             "head": {"ref": "frognano/issue-1"}},
+            "repository": repo_json(repo), "sender": user_json(author),
+            "installation": {"id": stack.fake.installation_id}}
+
+
+def test_a_review_requesting_changes_adds_a_commit_on_top_of_a_humans(
+        stack: Stack, tmp_path: Path) -> None:
+    assert stack.label("calc-review", 1).status_code == 202
+    pull = wait_for(lambda: stack.fake.pulls(OWNER, "calc-review"), message="a draft PR")[0]
+    bot_commit = stack.fake.branch_sha(OWNER, "calc-review", "frognano/issue-1")
+    # A maintainer pushes a commit of their own to the bot's branch.
+    bare = stack.fake.repo(OWNER, "calc-review").bare_path
+    clone = tmp_path / "human"
+    git(tmp_path, "clone", "-q", "--branch", "frognano/issue-1", str(bare), str(clone))
+    (clone / "NOTES.md").write_text("reviewed by a human\n")
+    git(clone, "add", "NOTES.md")
+    git(clone, "-c", "user.name=Maintainer", "-c", "user.email=m@example.com", "commit",
+        "-q", "-m", "a human's note")
+    git(clone, "push", "-q", "origin", "frognano/issue-1")
+    human_commit = git(clone, "rev-parse", "HEAD").strip()
+    assert human_commit != bot_commit
+
+    # A reader's `/frognano` review comment: one short refusal on the PR, no run.
+    assert stack.deliver("pull_request_review_comment", review_comment_payload(
+        stack, "calc-review", pull.number, READER, "/frognano rename it")).status_code == 202
+    wait_for(lambda: any("only people with write" in c.body for c in stack.fake.comments(
+        OWNER, "calc-review", pull.number)), message="the refusal on the PR")
+
+    assert stack.deliver("pull_request_review", review_payload(
+        stack, "calc-review", pull.number, MAINTAINER,
+        "Please say in a comment that add returns the sum.")).status_code == 202
+    reply = wait_for(lambda: [c.body for c in stack.fake.comments(
+        OWNER, "calc-review", pull.number) if "pushed" in c.body],
+        message="the reply to the review")[0]
+    assert f"@{MAINTAINER}" in reply
+    assert len(stack.transcripts("calc-review")) == 2, "the reader's comment ran nothing"
+    review_run = stack.transcripts("calc-review")[1].read_text()
+    assert "say in a comment that add returns the sum" in review_run, "the review's text"
+
+    check = tmp_path / "check"
+    git(tmp_path, "clone", "-q", "--branch", "frognano/issue-1", str(bare), str(check))
+    head = git(check, "rev-parse", "HEAD").strip()
+    assert head[:12] in reply
+    assert git(check, "rev-parse", "HEAD^").strip() == human_commit, \
+        "one new commit on top of the human's, not a force-push over it"
+    assert (check / "NOTES.md").exists()
+    assert "# add returns the sum" in (check / "calc.py").read_text()
+    assert git(check, "log", "-1", "--format=%an").strip() == stack.fake.bot_login
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                           cwd=check, capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stdout
+    assert len(stack.fake.pulls(OWNER, "calc-review")) == 1
+    run = wait_for(lambda: finished_run(stack, "calc-review") if finished_run(
+        stack, "calc-review") and finished_run(stack, "calc-review").outcome == "pushed"
+        else None, message="the review run's record")
+    assert run.trigger == "review"

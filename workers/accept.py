@@ -39,10 +39,10 @@ def accept_trigger(rt: Runtime, trigger: Trigger) -> str:
         return outcome
     permission = rt.github.permission(repo, trigger.actor)
     if permission not in WRITE_PERMISSIONS:
-        # One reply per delivery, even if this task is redelivered.
-        if rt.redis.set(f"frognano:refused:{trigger.delivery_id}", 1, nx=True,
-                        ex=DELIVERY_TTL):
-            rt.github.comment(repo, trigger.issue_number, not_allowed(trigger.actor))
+        # One reply per delivery (even if this task is redelivered), where the command
+        # was written; a review is anyone's right, so a non-writer's gets no reply.
+        if trigger.review_id is None:
+            _reply_once(rt, repo, trigger, not_allowed(trigger.actor))
         rt.redis.set(accepted_key, "refused", ex=DELIVERY_TTL)
         log.info("refused %s for %s (permission %s)", trigger.issue_key, trigger.actor,
                  permission)

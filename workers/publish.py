@@ -15,7 +15,7 @@ import pathspec
 
 from bot.github_api import GitHubApi, PullInfo, RepoRef
 from bot.messages import NEEDS_REVIEW_LABEL
-from workers.hostgit import GitError, HostRepo, Identity, Snapshot
+from workers.hostgit import GitError, HostRepo, Identity, Snapshot, run_git
 from workers.repo_cache import RepoCache
 
 # Workflows, and the local actions they run (`uses: ./.github/actions/x` runs with secrets).
@@ -82,6 +82,44 @@ def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, b
             wait = PUSH_BACKOFF_SECONDS * 2 ** (attempt - 1)
             log.warning("push of %s failed (%s), retrying in %.0f s", branch, exc, wait)
             time.sleep(wait)
+
+
+class BranchMoved(GitError):
+    """The PR branch moved during the run and the change does not apply on its new head."""
+
+
+def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
+                snapshot: Snapshot, branch: str, message: str) -> str:
+    """Commit the snapshot on the PR head the run started from and push it without force.
+    If someone pushed to the branch meanwhile, the change is replayed on the new head by a
+    three-way merge in the host-owned git directory (never in the sandbox); a conflict
+    raises BranchMoved and nothing is pushed. Returns the pushed commit."""
+    unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
+    if unsafe:  # every caller checks first; this is the last line before a push
+        raise GitError(f"refusing to push {', '.join(unsafe[:5])}: workflow or git "
+                       "plumbing paths")
+    identity = bot_identity(github.bot_login())
+    commit = host.commit(snapshot.tree, branch, message, identity=identity)
+    url = github.clone_url(repo)
+    try:
+        cache.push(host.git_dir, url, commit, branch, github.installation_token(repo),
+                   force=False)
+        return commit
+    except GitError as exc:
+        log.info("fast-forward push of %s refused (%s); replaying on the new head", branch,
+                 exc)
+    head = cache.fetch_branch(host.git_dir, url, branch, github.installation_token(repo))
+    try:
+        tree = run_git("merge-tree", "--write-tree", f"--merge-base={host.base}", head,
+                       commit, git_dir=host.git_dir).decode().split("\n", 1)[0].strip()
+    except GitError as exc:
+        raise BranchMoved(f"`{branch}` moved to {head[:12]} during the run and the change "
+                          "conflicts with it") from exc
+    replayed = HostRepo(host.git_dir, host.work_tree, head).commit(
+        tree, branch, message, identity=identity)
+    cache.push(host.git_dir, url, replayed, branch, github.installation_token(repo),
+               force=False)
+    return replayed
 
 
 def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,

@@ -75,8 +75,18 @@ class RepoCache:
         return mirror
 
     def push(self, git_dir: Path, url: str, commit: str, branch: str,
-             token: str | None) -> None:
-        """Force-push `commit` from a run's host-owned git directory to `branch` (the bot
-        owns frognano/ branches). The workspace and its `.git` are never involved."""
-        self._remote_git(["push", "--force", "--quiet", url, f"{commit}:refs/heads/{branch}"],
-                         token, git_dir=git_dir)
+             token: str | None, *, force: bool = True) -> None:
+        """Push `commit` from a run's host-owned git directory to `branch`: forced for a
+        fresh run (the bot owns frognano/ branches), fast-forward only for a run that
+        continues a PR a human may have pushed to. The workspace and its `.git` are never
+        involved."""
+        self._remote_git(["push", *(["--force"] if force else []), "--quiet", url,
+                          f"{commit}:refs/heads/{branch}"], token, git_dir=git_dir)
+
+    def fetch_branch(self, git_dir: Path, url: str, branch: str, token: str | None) -> str:
+        """The remote `branch`'s head, fetched into a run's host-owned git directory."""
+        ref = "refs/frognano/remote-head"
+        self._remote_git(["fetch", "--quiet", url, f"+refs/heads/{branch}:{ref}"], token,
+                         git_dir=git_dir)
+        return run_git("rev-parse", "--verify", f"{ref}^{{commit}}",
+                       git_dir=git_dir).decode().strip()

@@ -23,6 +23,8 @@ from bot.messages import (
     failure_comment,
     invalid_config,
     pr_body,
+    review_not_pushed,
+    review_pushed,
     status_cancelled,
     status_done,
     status_failed,
@@ -35,7 +37,8 @@ from workers.agent.events import Outputs, Triggered
 from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
 from workers.coordination import IssueCoordinator
-from workers.publish import push_and_open_pull
+from workers.hostgit import HostRepo
+from workers.publish import BranchMoved, branch_for, push_and_open_pull, push_on_top
 from workers.run_path import NoTestCommand, decide, execute, open_workspace, prepare
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
@@ -45,7 +48,8 @@ log = logging.getLogger(__name__)
 
 
 def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
-    """Returns the outcome: pr_opened, failed, no_change, refused_paths, refused_size,
+    """Returns the outcome: pr_opened, pushed (a review's change on the PR), conflict,
+    failed, no_change, refused_paths, refused_size,
     invalid_config, no_tests, superseded, cancelled, duplicate, or busy (another attempt
     holds the issue's lock; the task goes back to the broker and tries again)."""
     coordinator = IssueCoordinator(rt.redis, trigger.issue_key)
@@ -109,7 +113,10 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     status.set(status_running(0, 0, generation, "preparing the workspace"))
     default_branch = rt.github.default_branch(repo)
     mirror = rt.repo_cache.refresh(rt.github.clone_url(repo), rt.github.installation_token(repo))
-    host = open_workspace(mirror, default_branch, run_dir, max_diff_bytes=rt.max_diff_bytes)
+    # A review continues from the PR branch's head (a human's commits on it included).
+    reviewing = trigger.kind == "review"
+    start = branch_for(trigger.issue_number) if reviewing else default_branch
+    host = open_workspace(mirror, start, run_dir, max_diff_bytes=rt.max_diff_bytes)
     try:  # from the default branch on GitHub: an issue author cannot change it
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:
@@ -142,20 +149,51 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     report = _report(rt, trigger, generation, result)
     decision = decide(result, config)
     if decision.action != "publish":
-        if not result.tests_passed:
+        if reviewing and trigger.pull_number is not None:
+            rt.github.comment(repo, trigger.pull_number, failure_comment(report)
+                              if not result.tests_passed else review_not_pushed(
+                                  decision.reason))
+        elif not result.tests_passed:
             rt.github.comment(repo, trigger.issue_number, failure_comment(report))
         status.set(status_failed(decision.reason, generation))
         return decision.outcome
+    message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
+    if reviewing:
+        return _publish_review(rt, trigger, generation, host, result, report, status,
+                               f"[FrogNano] {issue.title}", message)
     pull = push_and_open_pull(
         github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
         snapshot=result.snapshot, issue_number=trigger.issue_number,
         title=f"[FrogNano] {issue.title}", body=pr_body(report), base=default_branch,
-        reviewer=trigger.actor,
-        message=commit_message(issue.title, trigger.issue_number, plan.test_command,
-                               config.ci))
+        reviewer=trigger.actor, message=message)
     recorder.set_pr_url(pull.url)
     status.set(status_done(pull.url, generation))
     return decision.outcome
+
+
+def _publish_review(rt: Runtime, trigger: Trigger, generation: int, host: HostRepo,
+                    result: SolveResult, report: RunReport, status: StatusComment,
+                    title: str, message: str) -> str:
+    """A review's passing change: a new commit on the PR branch, a reply, the PR body's
+    test report updated; a conflict with commits pushed meanwhile leaves the branch."""
+    repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
+    branch = branch_for(trigger.issue_number)
+    pull_number = trigger.pull_number or trigger.issue_number
+    assert result.snapshot is not None  # decide() publishes only a readable change
+    try:
+        commit = push_on_top(github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
+                             snapshot=result.snapshot, branch=branch, message=message)
+    except BranchMoved as exc:
+        rt.github.comment(repo, pull_number, review_not_pushed(str(exc)))
+        status.set(status_failed(str(exc), generation))
+        return "conflict"
+    pull = rt.github.find_open_pull(repo, branch)
+    if pull is not None:
+        rt.github.update_pull(repo, pull.number, title=title, body=pr_body(report))
+    rt.github.comment(repo, pull_number, review_pushed(trigger.actor, commit,
+                                                       report.final_summary))
+    status.set(status_done(pull.url if pull else branch, generation))
+    return "pushed"
 
 
 def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult

@@ -34,6 +34,7 @@ OUTCOME_STATUS = {
     "pr_opened": "passed",
     "superseded": "superseded",
     "cancelled": "superseded",  # stopped by a newer generation that runs nothing
+    "pushed": "passed",  # a review's change, pushed on top of the PR branch
     "error": "error",
 }
 
