@@ -105,7 +105,7 @@ class ReportPipe:
                         self.oversize = True  # read on, so the writer never blocks
                     else:
                         kept += chunk
-            if kept and not self._closing:
+            if kept:  # the closing wake-up writes nothing; a late real write still counts
                 self.writes.append(bytes(kept))
 
     def close(self, wait: float = 5.0) -> list[bytes]:
