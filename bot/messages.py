@@ -82,8 +82,8 @@ def review_pushed(actor: str, commit: str, final_summary: str) -> str:
 
 
 def review_not_pushed(reason: str) -> str:
-    return (f"🐸 **FrogNano** pushed nothing for this feedback: {neutralize_mentions(reason)}"
-            ". The branch is as it was.")
+    return (f"🐸 **FrogNano** did not push a change for this feedback: "
+            f"{neutralize_mentions(reason)}. The branch is as it was.")
 
 
 def not_allowed(actor: str) -> str:

@@ -48,6 +48,10 @@ SCRIPT = [
                            "sum\\n' >> calc.py; true"),
     think_and_call("add uses minus.", "Edit", file_path="calc.py",
                    old_string="return a - b", new_string="return a + b"),
+    # A branch with BREAK (a human put it there) makes the review run's change fail.
+    think_and_call("Rewrite add.", "Bash",
+                   command="if [ -f BREAK ]; then sed -i 's/return a + b/return a * b/' "
+                           "calc.py; fi; true"),
     think_and_call("Some repos want CI tweaks.", "Bash",
                    command="if [ -f EVIL ]; then mkdir -p .github/workflows && "
                            "printf 'on: push\\n' > .github/workflows/evil.yml; fi; true"),
@@ -67,6 +71,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-cancel", {"SLOW": "x"})
         stack.add_calc_repo("calc-close", {"SLOW": "x"})
         stack.add_calc_repo("calc-review")
+        stack.add_calc_repo("calc-moved")
+        stack.add_calc_repo("calc-review-fails")
         yield stack
 
 
@@ -207,10 +213,10 @@ def command(stack: Stack, repo: str, number: int, actor: str, body: str) -> Any:
         "installation": {"id": stack.fake.installation_id}})
 
 
-def sleeping(stack: Stack, repo: str) -> list[Path]:
+def sleeping(stack: Stack, repo: str, attempt: str = "*") -> list[Path]:
     """The workspace of a run that sits in the script's `sleep` (a SLOW repository)."""
-    return list(Path(stack.env["FROGNANO_WORK_DIR"]).glob(f"{OWNER}-{repo}-1-*/workspace/"
-                                                          "SLEEPING"))
+    return list(Path(stack.env["FROGNANO_WORK_DIR"]).glob(
+        f"{OWNER}-{repo}-1-{attempt}-*/workspace/SLEEPING"))
 
 
 def finished_run(stack: Stack, repo: str) -> Any:
@@ -312,7 +318,7 @@ def test_a_review_requesting_changes_adds_a_commit_on_top_of_a_humans(
         stack, "calc-review", pull.number, MAINTAINER,
         "Please say in a comment that add returns the sum.")).status_code == 202
     reply = wait_for(lambda: [c.body for c in stack.fake.comments(
-        OWNER, "calc-review", pull.number) if "pushed" in c.body],
+        OWNER, "calc-review", pull.number) if "FrogNano** pushed " in c.body],
         message="the reply to the review")[0]
     assert f"@{MAINTAINER}" in reply
     assert len(stack.transcripts("calc-review")) == 2, "the reader's comment ran nothing"
@@ -336,3 +342,69 @@ def test_a_review_requesting_changes_adds_a_commit_on_top_of_a_humans(
         stack, "calc-review") and finished_run(stack, "calc-review").outcome == "pushed"
         else None, message="the review run's record")
     assert run.trigger == "review"
+
+
+def human_push(bare: Path, work: Path, name: str, text: str) -> str:
+    """A maintainer's commit on the bot's branch, pushed straight to GitHub's git."""
+    if not work.exists():
+        git(work.parent, "clone", "-q", "--branch", "frognano/issue-1", str(bare), str(work))
+    git(work, "pull", "-q", "--ff-only", "origin", "frognano/issue-1")
+    (work / name).write_text(text)
+    git(work, "add", name)
+    git(work, "-c", "user.name=Maintainer", "-c", "user.email=m@example.com", "commit", "-q",
+        "-m", f"add {name}")
+    git(work, "push", "-q", "origin", "HEAD:frognano/issue-1")
+    return git(work, "rev-parse", "HEAD").strip()
+
+
+def test_a_branch_moved_during_a_review_run_gets_the_change_replayed_on_top(
+        stack: Stack, tmp_path: Path) -> None:
+    assert stack.label("calc-moved", 1).status_code == 202
+    pull = wait_for(lambda: stack.fake.pulls(OWNER, "calc-moved"), message="a draft PR")[0]
+    bare = stack.fake.repo(OWNER, "calc-moved").bare_path
+    human = tmp_path / "human"
+    human_push(bare, human, "SLOW", "x")  # the review run will sit in the script's sleep
+    assert stack.deliver("pull_request_review", review_payload(
+        stack, "calc-moved", pull.number, MAINTAINER, "Name the sum.")).status_code == 202
+    wait_for(lambda: sleeping(stack, "calc-moved", "2"), message="the review run's sleep")
+    moved = human_push(bare, human, "NOTES.md", "pushed during the run\n")
+    reply = wait_for(lambda: [c.body for c in stack.fake.comments(
+        OWNER, "calc-moved", pull.number) if "FrogNano** pushed " in c.body],
+        message="the reply to the review")[0]
+    check = tmp_path / "check"
+    git(tmp_path, "clone", "-q", "--branch", "frognano/issue-1", str(bare), str(check))
+    assert git(check, "rev-parse", "HEAD^").strip() == moved, \
+        "replayed on the commit pushed during the run, which stays"
+    assert git(check, "rev-parse", "HEAD").strip()[:12] in reply
+    assert (check / "NOTES.md").read_text() == "pushed during the run\n"
+    assert "# add returns the sum" in (check / "calc.py").read_text()
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                           cwd=check, capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stdout
+
+
+def test_a_failing_review_run_replies_with_the_reason_and_leaves_the_branch(
+        stack: Stack, tmp_path: Path) -> None:
+    assert stack.label("calc-review-fails", 1).status_code == 202
+    pull = wait_for(lambda: stack.fake.pulls(OWNER, "calc-review-fails"), message="a PR")[0]
+    bare = stack.fake.repo(OWNER, "calc-review-fails").bare_path
+    before = human_push(bare, tmp_path / "human", "BREAK", "x")
+    body_before = pull.body
+    # This time the feedback is a `/frognano` comment on the PR (an issue comment there).
+    comment = stack.fake.add_comment(OWNER, "calc-review-fails", pull.number,
+                                     "/frognano rewrite add", MAINTAINER)
+    on_pr = {**issue_json(pull.number), "body": pull.body,
+             "user": {"login": stack.fake.bot_login, "type": "Bot"},
+             "pull_request": {"url": f"https://api.github.com/repos/{OWNER}/x/pulls/1"}}
+    assert stack.deliver("issue_comment", {
+        "action": "created", "issue": on_pr,
+        "comment": {"id": comment.id, "body": comment.body, "user": user_json(MAINTAINER)},
+        "repository": repo_json("calc-review-fails"), "sender": user_json(MAINTAINER),
+        "installation": {"id": stack.fake.installation_id}}).status_code == 202
+    failure = wait_for(lambda: [c.body for c in stack.fake.comments(
+        OWNER, "calc-review-fails", pull.number) if "did not" in c.body],
+        message="the failure reply on the PR")[0]
+    assert "test_add" in failure or "failed" in failure
+    time.sleep(1.0)
+    assert stack.fake.branch_sha(OWNER, "calc-review-fails", "frognano/issue-1") == before
+    assert stack.fake.pulls(OWNER, "calc-review-fails")[0].body == body_before
