@@ -206,6 +206,26 @@ class LimitSettings(BaseSettings):
                                             "change is refused.")
 
 
+class SetupSettings(BaseSettings):
+    """Where a run's setup phase installs packages from (that phase only, as PIP_* vars).
+
+    A local path among them (a directory, a file:// URL) is bound into it read-only."""
+
+    model_config = _SOURCES
+
+    pip_index_url: str | None = Field(
+        default=None, alias="FROGNANO_PIP_INDEX_URL",
+        description="pip's index for setup (`PIP_INDEX_URL`); default PyPI, through the "
+                    "setup phase's egress proxy.")
+    pip_extra_index_url: str | None = Field(
+        default=None, alias="FROGNANO_PIP_EXTRA_INDEX_URL",
+        description="More indexes, space-separated (`PIP_EXTRA_INDEX_URL`); a `file://` "
+                    "index `…/simple` is bound with its parent, where its files live.")
+    pip_find_links: str | None = Field(
+        default=None, alias="FROGNANO_PIP_FIND_LINKS",
+        description="Wheel directories or URLs, space-separated (`PIP_FIND_LINKS`).")
+
+
 class DashboardSettings(BaseSettings):
     """Who may read the run dashboard (it refuses everyone until one is set)."""
 
@@ -225,11 +245,11 @@ class DashboardSettings(BaseSettings):
 # The groups in the order the README's table shows them (frognano/settings_doc.py).
 GROUPS: tuple[tuple[str, type[BaseSettings]], ...] = (
     ("GitHub", GitHubSettings), ("Model", ModelSettings), ("Paths", PathSettings),
-    ("Limits", LimitSettings), ("Dashboard", DashboardSettings))
+    ("Limits", LimitSettings), ("Setup", SetupSettings), ("Dashboard", DashboardSettings))
 
 
 class BotSettings(GitHubSettings, ModelSettings, PathSettings, LimitSettings,
-                  DashboardSettings):
+                  SetupSettings, DashboardSettings):
     """Every setting of every command, read once by the composition root (frognano/cli.py)
     from the environment and `.env`; flags override them there."""
 

@@ -161,6 +161,7 @@ def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
     """`solve`'s flags laid over the settings every other command reads too."""
     from frognano.models import llama_fields
     from frognano.solve_command import SolveOptions
+    from workers.package_index import PackageIndex
 
     llama = llama_fields(settings, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
                          flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
@@ -176,6 +177,9 @@ def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
         n_ctx=llama["n_ctx"], n_gpu_layers=llama["n_gpu_layers"], llama=llama,
         chat_template=args.chat_template or settings.chat_template,
         database_url=settings.database_url, max_diff_bytes=settings.max_diff_bytes,
+        package_index=PackageIndex.from_settings(settings.pip_index_url,
+                                                 settings.pip_extra_index_url,
+                                                 settings.pip_find_links),
     )
 
 

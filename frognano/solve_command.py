@@ -32,6 +32,7 @@ from workers.local_solve import (
 )
 from workers.models.base import Sampling
 from workers.models.llama_resident import LlamaSettings
+from workers.package_index import NO_INDEX, PackageIndex
 from workers.run_path import NoTestCommand, Overrides, decide, execute, open_workspace, prepare
 from workers.run_recording import RunRecorder
 
@@ -69,6 +70,7 @@ class SolveOptions:
     max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES  # a bigger change is not committed
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
+    package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
 
 
 def run_solve(opts: SolveOptions, console: Console) -> int:
@@ -162,7 +164,8 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,
         console.print(escape(f"setup {plan.setup_note}: `{plan.setup_command}`"),
                       highlight=False)
     with Progress(console) as progress:
-        result = execute(plan, model, host, opts.sandbox, Outputs(events, progress))
+        result = execute(plan, model, host, opts.sandbox, Outputs(events, progress),
+                         package_index=opts.package_index)
     _report(result, console)
     if result.exit_reason == "baseline_unusable":
         return EXIT_BAD_INPUT

@@ -26,6 +26,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     from frognano.models import build_model, llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
     from workers.models.base import Sampling
+    from workers.package_index import PackageIndex
     from workers.repo_cache import RepoCache
     from workers.runtime import Runtime
     from workers.tasks import enqueue_run
@@ -61,6 +62,9 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         run_store=run_store,
         max_diff_bytes=settings.max_diff_bytes,
         context_tokens=settings.n_ctx,
+        package_index=PackageIndex.from_settings(settings.pip_index_url,
+                                                 settings.pip_extra_index_url,
+                                                 settings.pip_find_links),
     )
 
 

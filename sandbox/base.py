@@ -81,6 +81,11 @@ class SandboxConfig:
     # Networks the setup phase may reach besides public addresses (CIDRs; also
     # FROGNANO_SETUP_EGRESS_ALLOW), e.g. a private package index: sandbox/egress.py.
     egress_allow: tuple[str, ...] = ()
+    # The setup phase's alone (`exec(network=True)`), never the agent's or the tests':
+    # variables such as PIP_INDEX_URL, and host directories bound read-only for them
+    # (a local package index), so the agent cannot read what setup was given.
+    setup_env: dict[str, str] = field(default_factory=dict)
+    setup_ro_binds: list[Path] = field(default_factory=list)
 
 
 class Sandbox(Protocol):

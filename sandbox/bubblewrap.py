@@ -227,7 +227,7 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             chown_tree(workspace, self.uid, self.gid, skip=set())
             chown_tree(private, self.uid, self.gid, skip=set())
         for path in (workspace, private, RUNNER_PATH, self._host_files,
-                     *self.config.extra_ro_binds):
+                     *self.config.extra_ro_binds, *self.config.setup_ro_binds):
             if not reachable(path, self.uid, self.gid):
                 raise SandboxUnavailable(
                     f"{path} is not reachable by the sandbox uid {self.uid}: every parent "
@@ -266,6 +266,7 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 env[name] = proxy
             env["no_proxy"] = env["NO_PROXY"] = "localhost,127.0.0.1,::1"
+            env.update(self.config.setup_env)
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--ro-bind", "/usr", "/usr"]
@@ -295,7 +296,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         # After /tmp and /var/tmp exist: an extra bind may live under either. Inside,
         # /var/tmp is a link to /tmp, which bwrap does not create mount points through:
         # /var/tmp/x is bound at /tmp/x, where the link leads.
-        for path in map(str, self.config.extra_ro_binds):
+        setup_binds = self.config.setup_ro_binds if network else []
+        for path in map(str, [*self.config.extra_ro_binds, *setup_binds]):
             inside = "/tmp/" + path[len("/var/tmp/"):] if path.startswith("/var/tmp/") \
                 else path
             argv += ["--ro-bind", path, inside]
@@ -359,7 +361,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         writable = [self.config.workspace.resolve(), self.config.private_dir.resolve()]
         if self._host_files is None:  # used again after close()
             self._host_files = host_files(self.uid, self.gid)
-        for path in [*self.prefixes, *self.config.extra_ro_binds, RUNNER_PATH]:
+        for path in [*self.prefixes, *self.config.extra_ro_binds,
+                     *self.config.setup_ro_binds, RUNNER_PATH]:
             real = Path(os.path.realpath(path))
             if any(real == root or root in real.parents for root in writable):
                 raise SandboxError(f"{path} lies in a directory the sandbox can write; "

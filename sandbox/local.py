@@ -45,7 +45,7 @@ class LocalSandbox(RunnerBackedSandbox):
         for sub in ("home", "venv"):
             (self.config.private_dir / sub).mkdir(parents=True, exist_ok=True)
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, *, network: bool = False) -> dict[str, str]:
         private = self.config.private_dir.resolve()
         host_path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
         env = {
@@ -55,6 +55,8 @@ class LocalSandbox(RunnerBackedSandbox):
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
         env.update(self.config.env)
+        if network:  # the setup phase's own; its paths are the host's already
+            env.update(self.config.setup_env)
         return env
 
     def _spawn(self, *, network: bool) -> RunnerProcess:
@@ -64,5 +66,5 @@ class LocalSandbox(RunnerBackedSandbox):
              "--reap", "group", "--default-timeout", str(limits.default_timeout),
              "--max-timeout", str(limits.max_timeout),
              "--bash-chars", str(limits.max_output_chars)],
-            env=self.environment(), cwd=self.workdir, preexec_fn=_rlimits(limits),
+            env=self.environment(network=network), cwd=self.workdir, preexec_fn=_rlimits(limits),
         )

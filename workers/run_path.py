@@ -30,6 +30,7 @@ from workers.agent.repo_tests import detect_test_command
 from workers.agent.result import SolveLimits, SolveResult
 from workers.hostgit import DEFAULT_MAX_DIFF_BYTES, HostRepo
 from workers.models.base import ModelClient
+from workers.package_index import NO_INDEX, PackageIndex
 from workers.publish import forbidden_paths
 
 
@@ -90,11 +91,15 @@ def prepare(issue: str, workspace: Path, config: RepoConfig, *,
 
 def execute(plan: RunPlan, model: ModelClient, host: HostRepo, sandbox_backend: str,
             events: EventOutput, *,
-            should_stop: Callable[[], bool] = lambda: False) -> SolveResult:
-    """Run the plan in a sandbox over the workspace; every run ends with a result."""
+            should_stop: Callable[[], bool] = lambda: False,
+            package_index: PackageIndex = NO_INDEX) -> SolveResult:
+    """Run the plan in a sandbox over the workspace; every run ends with a result.
+    `package_index` reaches the setup phase alone."""
     private = host.work_tree.parent / "private"
     private.mkdir(parents=True, exist_ok=True)
-    config = SandboxConfig(workspace=host.work_tree, private_dir=private)
+    config = SandboxConfig(workspace=host.work_tree, private_dir=private,
+                           setup_env=package_index.env(),
+                           setup_ro_binds=package_index.local_paths())
     with open_sandbox(sandbox_backend, config) as sandbox:
         return Harness(model, sandbox, host, events, should_stop=should_stop).run(plan)
 

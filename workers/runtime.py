@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from bot.github_api import GitHubApi
 from workers.hostgit import DEFAULT_MAX_DIFF_BYTES
 from workers.models.base import ModelClient
+from workers.package_index import NO_INDEX, PackageIndex
 from workers.repo_cache import RepoCache
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ class Runtime:
     context_tokens: int = 65_536  # the model's context (FROGNANO_N_CTX), a run's budget
     status_interval: float = 10.0  # seconds between edits of the status comment
     run_store: RunStore | None = None  # run records for the dashboard and metrics
+    package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
     _model: ModelClient | None = field(default=None, repr=False)
 
     def model(self) -> ModelClient:

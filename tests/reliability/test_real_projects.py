@@ -1,0 +1,132 @@
+"""Scenario 13: real projects with no `.github/frognano.yml`, through `frognano solve`.
+
+Each vendored project (tests/data/, one planted bug) becomes a git repository without a
+config file and goes through the real CLI, real bubblewrap, real git and real pytest, with
+a scripted honest fix. Nothing tells the run how to set the project up: the setup is
+inferred (a venv, the project installed with its test extras) and runs in the sandbox's
+network phase. This machine has no internet, so FROGNANO_PIP_* point that phase at the
+machine's own package index, as an operator with a private index would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+from tests.reliability.conftest import Recorder
+from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from workers.agent.transcript import read_transcript
+from workers.models.scripted import final_answer, think_and_call
+
+pytestmark = [pytest.mark.reliability,
+              pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
+DATA = Path(__file__).resolve().parents[1] / "data"
+ISSUE = "Wrong result\n\nThe function returns the wrong value; see the failing tests."
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    tarball: str
+    failing: tuple[str, ...]  # node ids failing at baseline, by the planted bug
+    fix: tuple[str, str, str]  # (file, buggy text, fixed text)
+    needs: tuple[str, ...] = ()  # what the inferred setup must fetch from the index
+
+
+PROJECTS = {
+    "toolz": Project("toolz", "toolz-1.0.0-planted.tar.gz",
+                     ("toolz/tests/test_itertoolz.py::test_frequencies",
+                      "toolz/tests/test_recipes.py::test_countby"),
+                     ("toolz/itertoolz.py", "        d[item] = 1\n", "        d[item] += 1\n")),
+    "python-slugify": Project(
+        "python-slugify", "python-slugify-9.2.0-planted.tar.gz",
+        ("tests/test_legacy.py::TestSlugify::test_pre_translation",),
+        ("slugify/special.py", "xlate.lower()", "xlate.capitalize()"),
+        needs=("text-unidecode",)),
+}
+
+
+def _local_index() -> dict[str, str]:
+    """This machine's pip index (`pip config list`), as FROGNANO_PIP_* settings."""
+    found = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                           capture_output=True, text=True, timeout=60).stdout
+    values: dict[str, str] = {}
+    for line in found.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rsplit(".", 1)[-1]
+        if name in ("index-url", "extra-index-url", "find-links"):
+            values[name] = value.strip().strip("'\"")
+    return {f"FROGNANO_PIP_{name.upper().replace('-', '_')}": value
+            for name, value in values.items()}
+
+
+def _repo(project: Project, root: Path) -> Path:
+    with tarfile.open(DATA / project.tarball) as archive:
+        archive.extractall(root / "src", filter="data")
+    source = root / "src" / project.name
+    assert not (source / ".github" / "frognano.yml").exists()
+    git(source, "init", "-q", "-b", "main")
+    git(source, "add", "-A")
+    git(source, "commit", "-qm", f"{project.name} with a planted bug")
+    return source
+
+
+@pytest.mark.parametrize("name", list(PROJECTS))
+def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Path,
+                                                         scorecard: Recorder) -> None:
+    project = PROJECTS[name]
+    index = _local_index()
+    if not index:
+        pytest.skip("pip has no index configured on this machine")
+    record = scorecard(f"13-setup-inferred-{name}",
+                       f"{name} without .github/frognano.yml",
+                       "setup inferred and run in the network phase; baseline fails on "
+                       "the planted bug; the honest fix passes; a branch is committed")
+    path, old, new = project.fix
+    script = [think_and_call("The bug is here; fix it.", "Edit", file_path=path,
+                             old_string=old, new_string=new),
+              final_answer("Fixed the planted bug.")]
+    script_file = tmp_path / "script.json"
+    script_file.write_text(json.dumps(script))
+    transcript = tmp_path / "transcript.jsonl"
+    with reachable_dir() as root:
+        source = _repo(project, root)
+        env = {**os.environ, **index, "FROGNANO_STATE_DIR": str(tmp_path / "state"),
+               "FROGNANO_WORK_DIR": str(root / "work"), "COLUMNS": "200"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "frognano", "solve", str(source), "--issue", ISSUE,
+             "--model", f"scripted:{script_file}", "--transcript", str(transcript),
+             "--max-attempts", "1"],
+            env=env, capture_output=True, text=True, timeout=900)
+        output = proc.stdout + proc.stderr
+        branches = git(source, "branch", "--list", "frognano/*").split()
+        fixed = git(source, "show", f"{branches[0]}:{path}") if branches else ""
+
+    records = read_transcript(transcript)
+    run = next(r for r in records if r["kind"] == "run")
+    setup = next((r for r in records if r["kind"] == "setup"), {})
+    baseline = next(r for r in records if r["kind"] == "baseline")
+    result = records[-1]
+    record.observed = {
+        "setup": run.get("setup_note", ""), "setup exit": setup.get("exit_code"),
+        "baseline failing": sorted(t for t, s in baseline["tests"].items() if s != "passed"),
+        "verdict": result.get("exit_reason"), "branch": branches[0] if branches else "none"}
+    assert proc.returncode == 0, output
+    assert "inferred (no `setup:` given)" in run["setup_note"], run
+    assert "inferred (no `setup:` given)" in output, "solve names the inferred setup"
+    assert setup.get("exit_code") == 0, setup
+    for package in project.needs:  # from the local index, through the setup phase only
+        assert package in json.dumps(setup), setup
+    assert baseline["passed"] is False
+    assert set(project.failing) <= {t for t, s in baseline["tests"].items() if s == "failed"}
+    assert all(s in ("passed", "failed", "skipped", "xfailed") for s in baseline["tests"].values())
+    assert result["exit_reason"] == "tests_passed" and result["verdict"]["accepted"] is True
+    assert len(branches) == 1 and new in fixed
