@@ -10,8 +10,9 @@ import hashlib
 import hmac
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -228,16 +229,34 @@ def parse_command(body: str | None) -> str | None:
     return None if match is None else text[match.end():].strip()
 
 
-def review_feedback(review_body: str, comments: list[ReviewComment]) -> str:
-    """The review as the model's guidance: its body, then each comment with its file,
-    line and diff hunk (what the reviewer saw)."""
-    parts = [f"A reviewer asked for changes on your pull request.\n\n{review_body}".strip()]
+class LineComment(Protocol):
+    """A review comment as the webhook or the REST API gives it."""
+
+    @property
+    def body(self) -> str | None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def diff_hunk(self) -> str: ...
+
+
+def review_comments_text(comments: Sequence[LineComment]) -> str:
+    """Each comment with its file, line and diff hunk (what the reviewer saw)."""
+    parts = []
     for comment in comments:
         where = f"{comment.path}, line {comment.line}" if comment.line else comment.path
         text = parse_command(comment.body)
         parts.append(f"Review comment on {where}:\n{text if text is not None else comment.body}"
                      f"\n\nThe diff it is about:\n{comment.diff_hunk}")
     return "\n\n".join(parts)
+
+
+def review_feedback(review_body: str, comments: Sequence[LineComment]) -> str:
+    """The review as the model's guidance: its body, then its line comments."""
+    header = f"A reviewer asked for changes on your pull request.\n\n{review_body}".strip()
+    return "\n\n".join(part for part in (header, review_comments_text(comments)) if part)
 
 
 def is_cancel_command(body: str | None) -> bool:

@@ -50,6 +50,19 @@ class CommentInfo:
 
 
 @dataclass(frozen=True)
+class ReviewCommentInfo:
+    """A comment of a PR review: on `path` at `line` (None: outdated), `diff_hunk` being
+    what the reviewer saw."""
+
+    id: int
+    author: str
+    body: str
+    path: str
+    line: int | None
+    diff_hunk: str
+
+
+@dataclass(frozen=True)
 class PullInfo:
     number: int
     url: str  # html_url
@@ -108,6 +121,11 @@ class GitHubApi(Protocol):
     def update_pull(self, repo: RepoRef, number: int, *, title: str, body: str) -> PullInfo: ...
 
     def request_review(self, repo: RepoRef, number: int, reviewers: list[str]) -> None: ...
+
+    def review_comments(self, repo: RepoRef, number: int, review_id: int
+                        ) -> list[ReviewCommentInfo]:
+        """The comments of one submitted review of PR `number`."""
+        ...
 
     def bot_login(self) -> str:
         """The App's bot user login, e.g. `frognano[bot]`, to ignore our own events."""

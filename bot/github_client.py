@@ -29,6 +29,7 @@ from bot.github_api import (
     Permission,
     PullInfo,
     RepoRef,
+    ReviewCommentInfo,
 )
 from bot.settings import BotSettings
 
@@ -352,6 +353,17 @@ class GitHubAppClient:
                                          body=body))
         return _pull_info(response.parsed_data)
 
+    def review_comments(self, repo: RepoRef, number: int, review_id: int
+                        ) -> list[ReviewCommentInfo]:
+        def fetch_all(gh: GitHub[Any]) -> list[ReviewCommentInfo]:
+            pages: Iterator[Any] = gh.rest.paginate(
+                gh.rest.pulls.list_comments_for_review, owner=repo.owner, repo=repo.name,
+                pull_number=number, review_id=review_id, per_page=100)
+            return [_review_comment_info(c) for c in pages]
+
+        return self._must(repo, f"GET comments of review {review_id} on {repo.full_name}"
+                          f"#{number}", fetch_all)
+
     def request_review(self, repo: RepoRef, number: int, reviewers: list[str]) -> None:
         if not reviewers:
             return
@@ -366,6 +378,12 @@ class GitHubAppClient:
                 log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
                 return
             raise
+
+
+def _review_comment_info(comment: Any) -> ReviewCommentInfo:
+    return ReviewCommentInfo(id=comment.id, author=comment.user.login if comment.user else "",
+                             body=comment.body or "", path=comment.path,
+                             line=comment.line or None, diff_hunk=comment.diff_hunk or "")
 
 
 def _pull_info(pull: Any) -> PullInfo:

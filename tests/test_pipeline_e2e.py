@@ -314,6 +314,15 @@ def test_a_review_requesting_changes_adds_a_commit_on_top_of_a_humans(
     wait_for(lambda: any("only people with write" in c.body for c in stack.fake.comments(
         OWNER, "calc-review", pull.number)), message="the refusal on the PR")
 
+    # The review's line comment reaches the model through the API (the webhook has no
+    # comments); a comment the bot itself left in the review is not passed on.
+    review_id = 900 + pull.number
+    stack.fake.add_review_comment(
+        OWNER, "calc-review", pull.number, review_id, MAINTAINER, "Mention the sum here.",
+        path="calc.py", line=2, diff_hunk="@@ -1,2 +1,2 @@\n-    return a - b\n+    return a + b")
+    stack.fake.add_review_comment(
+        OWNER, "calc-review", pull.number, review_id, stack.fake.bot_login, "BOT-NOTE",
+        path="calc.py", line=1, diff_hunk="@@")
     assert stack.deliver("pull_request_review", review_payload(
         stack, "calc-review", pull.number, MAINTAINER,
         "Please say in a comment that add returns the sum.")).status_code == 202
@@ -324,6 +333,9 @@ def test_a_review_requesting_changes_adds_a_commit_on_top_of_a_humans(
     assert len(stack.transcripts("calc-review")) == 2, "the reader's comment ran nothing"
     review_run = stack.transcripts("calc-review")[1].read_text()
     assert "say in a comment that add returns the sum" in review_run, "the review's text"
+    assert "calc.py, line 2" in review_run and "Mention the sum here." in review_run
+    assert "+    return a + b" in review_run, "the diff hunk the reviewer saw"
+    assert "BOT-NOTE" not in review_run
 
     check = tmp_path / "check"
     git(tmp_path, "clone", "-q", "--branch", "frognano/issue-1", str(bare), str(check))

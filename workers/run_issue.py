@@ -15,6 +15,7 @@ import logging
 import uuid
 from pathlib import Path
 
+from bot.events import review_comments_text
 from bot.github_api import GitHubError, RepoRef
 from bot.logs import delivery_context, run_context
 from bot.messages import (
@@ -126,7 +127,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     issue = rt.github.issue(repo, trigger.issue_number)
     try:
         plan = prepare(f"{issue.title}\n\n{issue.body}".strip(), host.work_tree, config,
-                       guidance=trigger.guidance, max_run_seconds=rt.max_run_seconds,
+                       guidance=_guidance(rt, repo, trigger), max_run_seconds=rt.max_run_seconds,
                        context_tokens=rt.context_tokens)
     except NoTestCommand:
         status.set(status_failed(
@@ -169,6 +170,17 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     recorder.set_pr_url(pull.url)
     status.set(status_done(pull.url, generation))
     return decision.outcome
+
+
+def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
+    """The trigger's text; for a submitted review, its line comments (file, line, diff
+    hunk) too, which the webhook does not carry. The bot's own comments are left out."""
+    if trigger.review_id is None or trigger.pull_number is None:
+        return trigger.guidance
+    bot = rt.github.bot_login()
+    comments = [c for c in rt.github.review_comments(repo, trigger.pull_number,
+                                                     trigger.review_id) if c.author != bot]
+    return "\n\n".join(p for p in (trigger.guidance, review_comments_text(comments)) if p)
 
 
 def _publish_review(rt: Runtime, trigger: Trigger, generation: int, host: HostRepo,

@@ -605,6 +605,17 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         repo.issues[number].title = pull.title
         return _json(200, pull_json(repo, pull))
 
+    @app.get("/repos/{owner}/{name}/pulls/{number}/reviews/{review_id}/comments")
+    async def list_review_comments(owner: str, name: str, number: int, review_id: int,
+                                   request: Request) -> JSONResponse:
+        repo = repo_of(owner, name, request)
+        find_pull(repo, number)
+        return _json(200, [objects.review_comment(
+            fake.api_url, f"{owner}/{name}", comment_id=c.id, pull_number=number,
+            review_id=review_id, body=c.body, author=user(c.user), path=c.path, line=c.line,
+            diff_hunk=c.diff_hunk, commit_id=c.commit_id, created=c.created_at)
+            for c in fake.review_comments(owner, name, number, review_id)])
+
     @app.post("/repos/{owner}/{name}/pulls/{number}/requested_reviewers")
     async def request_reviewers(owner: str, name: str, number: int,
                                 request: Request) -> JSONResponse:

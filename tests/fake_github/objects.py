@@ -135,6 +135,25 @@ def comment(base: str, full_name: str, *, comment_id: int, issue_number: int, bo
     }
 
 
+def review_comment(base: str, full_name: str, *, comment_id: int, pull_number: int,
+                   review_id: int, body: str, author: JSON, path: str, line: int | None,
+                   diff_hunk: str, commit_id: str, created: datetime) -> JSON:
+    url = f"{base}/repos/{full_name}/pulls/comments/{comment_id}"
+    html = f"{base}/{full_name}/pull/{pull_number}#discussion_r{comment_id}"
+    pull_url = f"{base}/repos/{full_name}/pulls/{pull_number}"
+    return {
+        "id": comment_id, "node_id": node_id("PullRequestReviewComment", comment_id),
+        "url": url, "pull_request_review_id": review_id, "diff_hunk": diff_hunk,
+        "path": path, "position": line, "original_position": line, "commit_id": commit_id,
+        "original_commit_id": commit_id, "user": author, "body": body,
+        "created_at": iso(created), "updated_at": iso(created), "html_url": html,
+        "pull_request_url": pull_url, "author_association": "COLLABORATOR",
+        "_links": {"self": {"href": url}, "html": {"href": html},
+                   "pull_request": {"href": pull_url}},
+        "line": line, "original_line": line, "side": "RIGHT", "subject_type": "line",
+    }
+
+
 def reaction(reaction_id: int, author: JSON, content: str, created: datetime) -> JSON:
     return {"id": reaction_id, "node_id": node_id("Reaction", reaction_id), "user": author,
             "content": content, "created_at": iso(created)}

@@ -124,6 +124,24 @@ class Issue:
 
 
 @dataclass
+class ReviewComment:
+    """A comment of a submitted PR review (what the bot reads as review feedback)."""
+
+    id: int
+    owner: str
+    repo: str
+    pull_number: int
+    review_id: int
+    user: str
+    body: str
+    path: str
+    line: int | None
+    diff_hunk: str
+    commit_id: str
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass
 class Pull:
     id: int
     number: int
@@ -180,6 +198,7 @@ class FakeGitHub:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.users: dict[str, int] = {}
         self._comments: dict[int, Comment] = {}
+        self._review_comments: dict[int, ReviewComment] = {}
         self.reactions: list[Reaction] = []
         self.requests: list[RecordedRequest] = []
         self.issued_tokens: list[IssuedToken] = []
@@ -298,6 +317,27 @@ class FakeGitHub:
         with self.lock:
             self._comments[comment.id] = comment
         return comment
+
+    def add_review_comment(self, owner: str, repo: str, pull_number: int, review_id: int,
+                           author: str, body: str, *, path: str, line: int | None,
+                           diff_hunk: str) -> ReviewComment:
+        """A comment of review `review_id` on PR `pull_number`, as if submitted on github.com."""
+        self.user_id(author)
+        pull = self.repo(owner, repo).pulls[pull_number]
+        comment = ReviewComment(
+            id=self.next_id(), owner=owner, repo=repo, pull_number=pull_number,
+            review_id=review_id, user=author, body=body, path=path, line=line,
+            diff_hunk=diff_hunk, commit_id=self.branch_sha(owner, repo, pull.head) or "0" * 40)
+        with self.lock:
+            self._review_comments[comment.id] = comment
+        return comment
+
+    def review_comments(self, owner: str, repo: str, pull_number: int,
+                        review_id: int) -> list[ReviewComment]:
+        with self.lock:
+            return [c for c in self._review_comments.values()
+                    if (c.owner, c.repo, c.pull_number, c.review_id)
+                    == (owner, repo, pull_number, review_id)]
 
     def add_label(self, owner: str, repo: str, name: str, color: str = "ededed",
                   description: str | None = None) -> Label:
