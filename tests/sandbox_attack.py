@@ -29,7 +29,7 @@ WORKERS = ["root", "non-root"]
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 WORKER_SCRIPT = r"""
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.base import SandboxError
@@ -57,7 +57,10 @@ with open_sandbox("bubblewrap", config) as sb:
                 time.sleep(float(arg)); answers.append("")
         except SandboxError as exc:
             answers.append(f"RAISED: {exc}")
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM, not ru_maxrss: the latter survives exec, so it would report the size of the
+# (large) pytest process that spawned this one rather than this worker's own peak.
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+peak = int(hwm.split()[1]) * 1024
 print(json.dumps({"answers": answers, "peak_rss": peak}))
 """
 
