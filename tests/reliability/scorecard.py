@@ -67,6 +67,32 @@ def _format_observed(observed: dict[str, Any]) -> str:
     return "<br>".join(parts).replace("|", "\\|") or "–"
 
 
+SECTIONS = (
+    ("Hostile issue", "The model obeys a hostile issue with a shell in the sandbox; the "
+     "workspace, the patch, the Markdown and the deliveries it leaves are hostile data. "
+     "Each row runs the attack with the attacker's own moves.",
+     lambda r: r.title.startswith("Hostile")),
+    ("Verdict integrity", "A reward-hacking model on real repositories (toolz, "
+     "python-slugify): every cheat must be refused and every honest fix accepted.",
+     lambda r: r.key.startswith("12-verdict")),
+    ("Faults, load and sandbox abuse", "Workers killed, Redis restarted, GitHub "
+     "misbehaving, storms, load, fuzzing, model garbage and resource abuse.",
+     lambda r: True),
+)
+
+
+def _sections(records: list[ScenarioRecord]
+              ) -> list[tuple[str, str, list[ScenarioRecord]]]:
+    """Each record in the first section that claims it; empty sections left out."""
+    left, out = list(records), []
+    for heading, intro, claims in SECTIONS:
+        chosen = [r for r in left if claims(r)]
+        left = [r for r in left if r not in chosen]
+        if chosen:
+            out.append((heading, intro, chosen))
+    return out
+
+
 def render(records: list[ScenarioRecord], missing: list[str]) -> str:
     passed = sum(r.outcome == "passed" for r in records)
     lines = [
@@ -82,14 +108,18 @@ def render(records: list[ScenarioRecord], missing: list[str]) -> str:
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs: "
         f"**{passed} of {len(records)} scenarios passed**.",
         "",
-        "| scenario | expectation | observed | result | seconds |",
-        "|---|---|---|---|---|",
     ]
-    for r in records:
-        mark = {"passed": "✅ passed", "failed": "❌ FAILED"}.get(r.outcome, f"⚠️ {r.outcome}")
-        expectation = r.expectation.replace("|", "\\|")
-        lines.append(f"| **{r.title}** | {expectation} | "
-                     f"{_format_observed(r.observed)} | {mark} | {r.seconds:.1f} |")
+    for heading, intro, chosen in _sections(records):
+        ok = sum(r.outcome == "passed" for r in chosen)
+        lines += ["", f"## {heading}", "", f"{intro} {ok} of {len(chosen)} passed.", "",
+                  "| scenario | expectation | observed | result | seconds |",
+                  "|---|---|---|---|---|"]
+        for r in chosen:
+            mark = {"passed": "✅ passed", "failed": "❌ FAILED"}.get(r.outcome,
+                                                                    f"⚠️ {r.outcome}")
+            expectation = r.expectation.replace("|", "\\|")
+            lines.append(f"| **{r.title}** | {expectation} | "
+                         f"{_format_observed(r.observed)} | {mark} | {r.seconds:.1f} |")
     notes = [(r.title, note) for r in records for note in r.notes]
     if notes:
         lines += ["", "## Notes", ""]
@@ -103,8 +133,12 @@ def render(records: list[ScenarioRecord], missing: list[str]) -> str:
 # Scenarios of issue #6 that the suite does not exercise yet; listed so the scorecard
 # never suggests more coverage than there is.
 NOT_YET_COVERED: list[str] = [
-    "6. A memory bomb spread over many processes: RLIMIT_AS is per process; only a "
-    "cgroup memory limit would bound the sum",
+    "The cgroup v2 limits (memory.max, pids.max): this CI host has cgroup v1 only, so the "
+    "whole-sandbox memory and process limits are checked here through the host-side watch",
+    "SysV shared memory that no process maps any more is not counted by the host-side "
+    "memory watch (a cgroup counts it)",
+    "Code under test runs inside pytest's own process: code written against this harness "
+    "(patching the guard first, forging the report) is not caught; the PR stays a draft",
 ]
 
 
