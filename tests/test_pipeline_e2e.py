@@ -73,6 +73,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-review")
         stack.add_calc_repo("calc-moved")
         stack.add_calc_repo("calc-review-fails")
+        stack.add_calc_repo("calc-close-pr")
         yield stack
 
 
@@ -420,3 +421,27 @@ def test_a_failing_review_run_replies_with_the_reason_and_leaves_the_branch(
     time.sleep(1.0)
     assert stack.fake.branch_sha(OWNER, "calc-review-fails", "frognano/issue-1") == before
     assert stack.fake.pulls(OWNER, "calc-review-fails")[0].body == body_before
+
+
+def test_closing_the_bots_pr_unmerged_cancels_the_review_run(stack: Stack,
+                                                              tmp_path: Path) -> None:
+    assert stack.label("calc-close-pr", 1).status_code == 202
+    pull = wait_for(lambda: stack.fake.pulls(OWNER, "calc-close-pr"), message="a PR")[0]
+    bare = stack.fake.repo(OWNER, "calc-close-pr").bare_path
+    before = human_push(bare, tmp_path / "human", "SLOW", "x")
+    assert stack.deliver("pull_request_review", review_payload(
+        stack, "calc-close-pr", pull.number, MAINTAINER, "Name it.")).status_code == 202
+    wait_for(lambda: sleeping(stack, "calc-close-pr", "2"), message="the review run's sleep")
+    closed = review_payload(stack, "calc-close-pr", pull.number, MAINTAINER, "")
+    closed = {"action": "closed", "pull_request": closed["pull_request"],
+              "repository": closed["repository"], "sender": closed["sender"],
+              "installation": closed["installation"]}
+    assert stack.deliver("pull_request", closed).status_code == 202
+    wait_for(lambda: f"pull request #{pull.number} was closed by @{MAINTAINER}" in stack.status(
+        "calc-close-pr", 1), message="the status comment to say so")
+    run = wait_for(lambda: (r := finished_run(stack, "calc-close-pr")) and r.attempt == 2
+                   and r, message="the review run's record")
+    assert run.outcome == "cancelled"
+    assert stack.fake.branch_sha(OWNER, "calc-close-pr", "frognano/issue-1") == before
+    assert not any("FrogNano** pushed " in c.body for c in stack.fake.comments(
+        OWNER, "calc-close-pr", pull.number))
