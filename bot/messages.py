@@ -75,10 +75,14 @@ def not_allowed_cancel(actor: str) -> str:
             "repository can cancel a FrogNano run.")
 
 
-def review_pushed(actor: str, commit: str, final_summary: str) -> str:
+def review_pushed(actor: str, commit: str, final_summary: str,
+                  replayed_on: str | None = None) -> str:
+    moved = (f" The branch moved during the run, so the change was replayed on "
+             f"{replayed_on[:12]} without a conflict; the tests ran before that replay, "
+             "not on the merged result." if replayed_on else "")
     return (f"@{actor} 🐸 **FrogNano** pushed {commit[:12]} on top of this branch for your "
-            f"feedback. The repository's tests after it: {escape_text(final_summary)}. The "
-            "test report in the description is updated; it still needs human review.")
+            f"feedback. The repository's tests after it: {escape_text(final_summary)}.{moved}"
+            " The test report in the description is updated; it still needs human review.")
 
 
 def review_not_pushed(reason: str) -> str:

@@ -89,11 +89,13 @@ class BranchMoved(GitError):
 
 
 def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
-                snapshot: Snapshot, branch: str, message: str) -> str:
+                snapshot: Snapshot, branch: str, message: str
+                ) -> tuple[str, str | None]:
     """Commit the snapshot on the PR head the run started from and push it without force.
     If someone pushed to the branch meanwhile, the change is replayed on the new head by a
     three-way merge in the host-owned git directory (never in the sandbox); a conflict
-    raises BranchMoved and nothing is pushed. Returns the pushed commit."""
+    raises BranchMoved and nothing is pushed. Returns the pushed commit, and the head it
+    was replayed on (None when the branch had not moved)."""
     unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
     if unsafe:  # every caller checks first; this is the last line before a push
         raise GitError(f"refusing to push {', '.join(unsafe[:5])}: workflow or git "
@@ -104,7 +106,7 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
     try:
         cache.push(host.git_dir, url, commit, branch, github.installation_token(repo),
                    force=False)
-        return commit
+        return commit, None
     except GitError as exc:
         log.info("fast-forward push of %s refused (%s); replaying on the new head", branch,
                  exc)
@@ -123,7 +125,7 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
         tree, branch, message, identity=identity)
     cache.push(host.git_dir, url, replayed, branch, github.installation_token(repo),
                force=False)
-    return replayed
+    return replayed, head
 
 
 def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,

@@ -193,8 +193,9 @@ def _publish_review(rt: Runtime, trigger: Trigger, generation: int, host: HostRe
     pull_number = trigger.pull_number or trigger.issue_number
     assert result.snapshot is not None  # decide() publishes only a readable change
     try:
-        commit = push_on_top(github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
-                             snapshot=result.snapshot, branch=branch, message=message)
+        commit, replayed_on = push_on_top(
+            github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
+            snapshot=result.snapshot, branch=branch, message=message)
     except BranchMoved as exc:
         rt.github.comment(repo, pull_number, review_not_pushed(str(exc)))
         status.set(status_failed(str(exc), generation))
@@ -203,7 +204,7 @@ def _publish_review(rt: Runtime, trigger: Trigger, generation: int, host: HostRe
     if pull is not None:
         rt.github.update_pull(repo, pull.number, title=title, body=pr_body(report))
     rt.github.comment(repo, pull_number, review_pushed(trigger.actor, commit,
-                                                       report.final_summary))
+                                                       report.final_summary, replayed_on))
     status.set(status_done(pull.url if pull else branch, generation))
     return "pushed"
 
