@@ -140,7 +140,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
                          StatusProgress(status, plan.limits.max_steps, generation))
         events.emit(Triggered(trigger=trigger.to_kwargs(), generation=generation))
         result = execute(plan, rt.model(), host, rt.sandbox_backend, events,
-                         should_stop=lambda: coordinator.is_stale(generation))
+                         should_stop=lambda: coordinator.is_stale(generation),
+                         package_index=rt.package_index)
 
     if coordinator.is_stale(generation):  # the newer run owns the status comment now
         outcome, reason = coordinator.stop_reason()
