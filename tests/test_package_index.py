@@ -55,3 +55,15 @@ def test_only_the_setup_phase_sees_the_index() -> None:
         assert "var=none" in seen and "the index" not in seen, seen
     assert not write.ok, "bound read-only"
     assert after == "the index\n"
+
+
+def test_unsafe_local_gives_the_variables_to_setup_alone() -> None:
+    with reachable_dir() as root:
+        config = SandboxConfig(workspace=make_git_workspace(root), private_dir=root / "private",
+                               setup_env={"PIP_INDEX_URL": "file:///nowhere"})
+        probe = 'echo "var=${PIP_INDEX_URL:-none}"'
+        with open_sandbox("unsafe-local", config) as sandbox:
+            setup, tests = sandbox.exec(probe, network=True), sandbox.exec(probe)
+            agent = sandbox.run_tool("Bash", {"command": probe})
+    assert "var=file:///nowhere" in setup.stdout
+    assert "var=none" in tests.stdout and "var=none" in agent
