@@ -127,6 +127,11 @@ class GitHubApi(Protocol):
         """The comments of one submitted review of PR `number`."""
         ...
 
+    def reply_to_review_comment(self, repo: RepoRef, number: int, comment_id: int,
+                                body: str) -> int:
+        """Answer in the thread of review comment `comment_id` on PR `number`, once."""
+        ...
+
     def bot_login(self) -> str:
         """The App's bot user login, e.g. `frognano[bot]`, to ignore our own events."""
         ...

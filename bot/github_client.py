@@ -364,6 +364,25 @@ class GitHubAppClient:
         return self._must(repo, f"GET comments of review {review_id} on {repo.full_name}"
                           f"#{number}", fetch_all)
 
+    def reply_to_review_comment(self, repo: RepoRef, number: int, comment_id: int,
+                                body: str) -> int:
+        def posted_already(gh: GitHub[Any]) -> int | None:
+            bot = self.bot_login()
+            for c in gh.rest.paginate(gh.rest.pulls.list_review_comments, owner=repo.owner,
+                                      repo=repo.name, pull_number=number, per_page=100):
+                if (c.in_reply_to_id == comment_id and c.body == body and c.user is not None
+                        and c.user.login == bot):
+                    return c.id
+            return None
+
+        reply_id = self._call(
+            repo, f"POST reply to review comment {comment_id} on {repo.full_name}#{number}",
+            lambda gh: gh.rest.pulls.create_reply_for_review_comment(
+                repo.owner, repo.name, number, comment_id, body=body).parsed_data.id,
+            already_done=posted_already)
+        assert reply_id is not None
+        return reply_id
+
     def request_review(self, repo: RepoRef, number: int, reviewers: list[str]) -> None:
         if not reviewers:
             return

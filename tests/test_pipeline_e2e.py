@@ -280,11 +280,11 @@ def review_payload(stack: Stack, repo: str, pull: int, reviewer: str, body: str
             "installation": {"id": stack.fake.installation_id}}
 
 
-def review_comment_payload(stack: Stack, repo: str, pull: int, author: str, body: str
-                           ) -> dict[str, Any]:
+def review_comment_payload(stack: Stack, repo: str, pull: int, author: str, body: str,
+                           comment_id: int = 700) -> dict[str, Any]:
     bot = {"login": stack.fake.bot_login, "type": "Bot"}
     return {"action": "created",
-            "comment": {"id": 700 + pull, "body": body, "user": user_json(author),
+            "comment": {"id": comment_id, "body": body, "user": user_json(author),
                         "path": "calc.py", "line": 2, "diff_hunk": "@@ -1,2 +1,2 @@"},
             "pull_request": {"number": pull, "user": bot,
                              "head": {"ref": "frognano/issue-1"}},
@@ -355,6 +355,17 @@ def test_a_review_requesting_changes_adds_a_commit_on_top_of_a_humans(
         stack, "calc-review") and finished_run(stack, "calc-review").outcome == "pushed"
         else None, message="the review run's record")
     assert run.trigger == "review"
+
+    # A writer's `/frognano` review comment: a run whose answer is in that comment's thread.
+    asked = stack.fake.add_review_comment(
+        OWNER, "calc-review", pull.number, 950, MAINTAINER, "/frognano once more",
+        path="calc.py", line=2, diff_hunk="@@ -1,2 +1,2 @@")
+    assert stack.deliver("pull_request_review_comment", review_comment_payload(
+        stack, "calc-review", pull.number, MAINTAINER, asked.body, asked.id)).status_code == 202
+    answer = wait_for(lambda: [c for c in stack.fake.pull_review_comments(
+        OWNER, "calc-review", pull.number) if c.in_reply_to == asked.id],
+        message="the reply in the review comment's thread")[0]
+    assert "FrogNano** pushed " in answer.body and answer.user == stack.fake.bot_login
 
 
 def human_push(bare: Path, work: Path, name: str, text: str) -> str:

@@ -204,8 +204,11 @@ def _publish_review(rt: Runtime, trigger: Trigger, generation: int, host: HostRe
     pull = rt.github.find_open_pull(repo, branch)
     if pull is not None:
         rt.github.update_pull(repo, pull.number, title=title, body=pr_body(report))
-    rt.github.comment(repo, pull_number, review_pushed(trigger.actor, commit,
-                                                       report.final_summary, replayed_on))
+    reply = review_pushed(trigger.actor, commit, report.final_summary, replayed_on)
+    if trigger.review_comment_id is not None:  # answered where it was asked
+        rt.github.reply_to_review_comment(repo, pull_number, trigger.review_comment_id, reply)
+    else:
+        rt.github.comment(repo, pull_number, reply)
     status.set(status_done(pull.url if pull else branch, generation))
     return "pushed"
 

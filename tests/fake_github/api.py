@@ -35,6 +35,7 @@ from tests.fake_github.server import (
     Reaction,
     RecordedRequest,
     Repo,
+    ReviewComment,
 )
 
 _GIT_PATH = re.compile(r"^/(?P<owner>[^/]+)/(?P<name>[^/]+)\.git(?P<rest>/.*)?$")
@@ -610,11 +611,36 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                                    request: Request) -> JSONResponse:
         repo = repo_of(owner, name, request)
         find_pull(repo, number)
-        return _json(200, [objects.review_comment(
-            fake.api_url, f"{owner}/{name}", comment_id=c.id, pull_number=number,
-            review_id=review_id, body=c.body, author=user(c.user), path=c.path, line=c.line,
-            diff_hunk=c.diff_hunk, commit_id=c.commit_id, created=c.created_at)
-            for c in fake.review_comments(owner, name, number, review_id)])
+        return _json(200, [review_comment_json(c)
+                           for c in fake.review_comments(owner, name, number, review_id)])
+
+    def review_comment_json(c: ReviewComment) -> dict[str, Any]:
+        return objects.review_comment(
+            fake.api_url, f"{c.owner}/{c.repo}", comment_id=c.id, pull_number=c.pull_number,
+            review_id=c.review_id, body=c.body, author=user(c.user), path=c.path, line=c.line,
+            diff_hunk=c.diff_hunk, commit_id=c.commit_id, created=c.created_at,
+            in_reply_to=c.in_reply_to)
+
+    @app.get("/repos/{owner}/{name}/pulls/{number}/comments")
+    async def list_pull_review_comments(owner: str, name: str, number: int,
+                                        request: Request) -> JSONResponse:
+        repo = repo_of(owner, name, request)
+        find_pull(repo, number)
+        return _json(200, [review_comment_json(c)
+                           for c in fake.pull_review_comments(owner, name, number)])
+
+    @app.post("/repos/{owner}/{name}/pulls/{number}/comments/{comment_id}/replies")
+    async def reply_to_review_comment(owner: str, name: str, number: int, comment_id: int,
+                                      request: Request) -> JSONResponse:
+        repo = repo_of(owner, name, request)
+        find_pull(repo, number)
+        text = need_str(await json_body(request), "body", "PullRequestReviewComment")
+        try:
+            reply = fake.reply_to_review_comment(owner, name, number, comment_id,
+                                                 fake.bot_login, text)
+        except KeyError:
+            raise GitHubError(404, "Not Found") from None
+        return _json(201, review_comment_json(reply))
 
     @app.post("/repos/{owner}/{name}/pulls/{number}/requested_reviewers")
     async def request_reviewers(owner: str, name: str, number: int,

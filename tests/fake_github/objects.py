@@ -137,11 +137,13 @@ def comment(base: str, full_name: str, *, comment_id: int, issue_number: int, bo
 
 def review_comment(base: str, full_name: str, *, comment_id: int, pull_number: int,
                    review_id: int, body: str, author: JSON, path: str, line: int | None,
-                   diff_hunk: str, commit_id: str, created: datetime) -> JSON:
+                   diff_hunk: str, commit_id: str, created: datetime,
+                   in_reply_to: int | None = None) -> JSON:
     url = f"{base}/repos/{full_name}/pulls/comments/{comment_id}"
     html = f"{base}/{full_name}/pull/{pull_number}#discussion_r{comment_id}"
     pull_url = f"{base}/repos/{full_name}/pulls/{pull_number}"
     return {
+        **({"in_reply_to_id": in_reply_to} if in_reply_to is not None else {}),
         "id": comment_id, "node_id": node_id("PullRequestReviewComment", comment_id),
         "url": url, "pull_request_review_id": review_id, "diff_hunk": diff_hunk,
         "path": path, "position": line, "original_position": line, "commit_id": commit_id,

@@ -138,6 +138,7 @@ class ReviewComment:
     line: int | None
     diff_hunk: str
     commit_id: str
+    in_reply_to: int | None = None
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -331,6 +332,27 @@ class FakeGitHub:
         with self.lock:
             self._review_comments[comment.id] = comment
         return comment
+
+    def reply_to_review_comment(self, owner: str, repo: str, pull_number: int,
+                                comment_id: int, author: str, body: str) -> ReviewComment:
+        """A reply in the thread of review comment `comment_id` (KeyError: none such)."""
+        parent = self._review_comments[comment_id]
+        if (parent.owner, parent.repo, parent.pull_number) != (owner, repo, pull_number):
+            raise KeyError(comment_id)
+        reply = ReviewComment(
+            id=self.next_id(), owner=owner, repo=repo, pull_number=pull_number,
+            review_id=parent.review_id, user=author, body=body, path=parent.path,
+            line=parent.line, diff_hunk=parent.diff_hunk, commit_id=parent.commit_id,
+            in_reply_to=parent.id)
+        with self.lock:
+            self._review_comments[reply.id] = reply
+        return reply
+
+    def pull_review_comments(self, owner: str, repo: str, pull_number: int
+                             ) -> list[ReviewComment]:
+        with self.lock:
+            return [c for c in self._review_comments.values()
+                    if (c.owner, c.repo, c.pull_number) == (owner, repo, pull_number)]
 
     def review_comments(self, owner: str, repo: str, pull_number: int,
                         review_id: int) -> list[ReviewComment]:
