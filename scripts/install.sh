@@ -5,6 +5,8 @@
 # one, PEP 668).
 #   scripts/install.sh          the bot
 #   scripts/install.sh --dev    plus the test and lint tools
+#   scripts/install.sh --cuda-args   only print the CMake arguments it would build
+#                                    llama.cpp with on this machine, and why
 # Where it goes:
 #   the virtual environment  $VIRTUAL_ENV when one is active, else $FROGNANO_VENV,
 #                            else /opt/frognano/venv (root) or
@@ -15,6 +17,37 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 extras=""
 [ "${1:-}" = "--dev" ] && extras="[dev]"
+
+# llama.cpp with CUDA when this machine has an NVIDIA GPU and the CUDA compiler, built
+# for this machine's GPU architectures only (a build for all of them takes far longer).
+# Prints the CMake arguments (nothing: a CPU build) and says on stderr what it found.
+cuda_cmake_args() {
+  local nvcc smi caps
+  smi="$(command -v nvidia-smi || true)"
+  if [ -z "$smi" ]; then
+    echo "no NVIDIA GPU here (no nvidia-smi): llama.cpp is built for the CPU" >&2
+    return 0
+  fi
+  nvcc="$(command -v nvcc || true)"
+  if [ -z "$nvcc" ] && [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+    nvcc="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc"
+  fi
+  if [ -z "$nvcc" ]; then
+    echo "an NVIDIA GPU is here, but not the CUDA compiler (nvcc): install the CUDA" \
+         "toolkit (https://developer.nvidia.com/cuda-downloads, or apt-get install" \
+         "nvidia-cuda-toolkit) and run this script again; building for the CPU now" >&2
+    return 0
+  fi
+  caps="$("$smi" --query-gpu=compute_cap --format=csv,noheader 2>/dev/null \
+          | tr -d ' .' | grep -E '^[0-9]+$' | sort -u | paste -sd';' || true)"
+  [ -n "$caps" ] || caps=native
+  echo "NVIDIA GPU found (CUDA architectures $caps): llama.cpp is built with CUDA ($nvcc)" >&2
+  echo "-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=$caps -DCMAKE_CUDA_COMPILER=$nvcc"
+}
+if [ "${1:-}" = "--cuda-args" ]; then
+  cuda_cmake_args
+  exit 0
+fi
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
@@ -53,6 +86,18 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "creating the virtual environment $venv"
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
+fi
+cmake_args="$(cuda_cmake_args)"
+if [ -n "$cmake_args" ] && ! "$venv/bin/python" -c "import llama_cpp, sys; \
+    sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)" 2>/dev/null; then
+  # Built first, from source and never from pip's cache (which may hold a CPU wheel);
+  # the project's own install below then keeps this build of the pinned version.
+  reinstall=""
+  "$venv/bin/python" -c "import llama_cpp" 2>/dev/null && reinstall="--force-reinstall --no-deps"
+  echo "building llama-cpp-python with CUDA: $cmake_args"
+  # shellcheck disable=SC2086
+  CMAKE_ARGS="$cmake_args" "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+      --no-cache-dir --no-binary llama-cpp-python $reinstall "llama-cpp-python==0.3.36"
 fi
 echo "installing frognano-bot into $venv (llama-cpp-python builds from source: 6-10 minutes)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".${extras}"
