@@ -33,6 +33,7 @@ the host did not get from this runner fails the check, whatever route it took.
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import glob as globlib
 import hashlib
@@ -45,7 +46,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 READ_OUTPUT_CHARS = 20_000
 GLOB_LIMIT = 1_000
@@ -62,6 +63,13 @@ class Settings:
     default_timeout = 120.0
     max_timeout = 1800.0
     bash_chars = 30_000
+    # Process groups of Bash calls, killed when the runner ends (group mode has no
+    # pid namespace to take them down with it).
+    groups: ClassVar[list[int]] = []
+
+
+class ToolFailure(Exception):
+    """A tool failed with exactly this text (already in Leaf's `Type: message` form)."""
 
 
 # --------------------------------------------------------------------------- tools
@@ -82,6 +90,8 @@ def tool_reply(name: str, arguments: Any) -> tuple[str, bool]:
         return f"Unknown tool: {name}", True
     try:
         return handler(arguments), False
+    except ToolFailure as exc:
+        return str(exc), True
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}", True
 
@@ -154,14 +164,27 @@ def _bash(arguments: dict[str, Any]) -> str:
     timeout = bash_timeout(arguments, Settings.default_timeout, Settings.max_timeout)
     limit = Settings.bash_chars
     # A head of 4 bytes per char (UTF-8 worst case) always covers the part that is shown.
-    run = run_command(command, timeout, keep_bytes=4 * limit + 64, keep_tail=False)
-    out, err = run.stdout.text(), run.stderr.text()
+    # Like Leaf's subprocess.run, wait until every writer has closed the pipes (late
+    # output from background children is kept); what detached from them lives on.
+    run = run_command(command, timeout, keep_bytes=4 * limit + 64, keep_tail=False,
+                      wait_for_pipes=True, count=True)
     if run.timed_out:
-        text = f"Timed out after {timeout:.1f}s\nSTDOUT:\n{out}\nSTDERR:\n{err}"
+        # Leaf: TimeoutExpired's raw bytes, decoded with errors="replace" and no newline
+        # translation, so "\r\n" stays.
+        head = f"Timed out after {timeout:.1f}s\nSTDOUT:\n"
+        out, err = run.stdout.raw_text(), run.stderr.raw_text()
+        total = run.stdout.raw_chars + run.stderr.raw_chars
     else:
-        text = f"Exit code: {run.returncode}\nSTDOUT:\n{out}\nSTDERR:\n{err}"
-    # Bytes never kept still count towards "[truncated N chars]" (exact for ASCII output).
-    return _truncate(text, limit, uncounted=run.stdout.dropped + run.stderr.dropped)
+        # Leaf: text mode, strict UTF-8; one bad byte anywhere and the call fails.
+        for capture in (run.stdout, run.stderr):
+            if capture.error is not None:
+                raise ToolFailure(f"UnicodeDecodeError: {capture.error}")
+        head = f"Exit code: {run.returncode}\nSTDOUT:\n"
+        out, err = run.stdout.text(), run.stderr.text()
+        total = run.stdout.text_chars() + run.stderr.text_chars()
+    text = f"{head}{out}\nSTDERR:\n{err}"
+    # The count is Leaf's: characters of the whole output, dropped bytes included.
+    return _truncate(text, limit, total=total + len(head) + len("\nSTDERR:\n"))
 
 
 def bash_timeout(arguments: dict[str, Any], default: float, ceiling: float) -> float:
@@ -184,15 +207,16 @@ def _path(arguments: dict[str, Any], key: str) -> Path:
 
 
 def _resolve(value: Any) -> Path:
-    # Relative paths stay relative (cwd is the workdir) so errors quote them as given.
-    return Path(str(value)).expanduser()
+    # Joined to the workdir as Leaf does, so errors quote the absolute path.
+    path = Path(str(value)).expanduser()
+    return path if path.is_absolute() else Path.cwd() / path
 
 
 def _display(path: Path) -> str:
     try:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
-        return str(path if path.is_absolute() else Path.cwd() / path)
+        return str(path)
 
 
 def _optional_int(value: Any, default: int) -> int:
@@ -207,8 +231,9 @@ def _truthy(value: Any) -> bool:
     return str(value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _truncate(text: str, limit: int, uncounted: int = 0) -> str:
-    total = len(text) + uncounted
+def _truncate(text: str, limit: int, total: int | None = None) -> str:
+    """`total`: the length of the whole text when only a head of it was kept."""
+    total = len(text) if total is None else total
     if total <= limit:
         return text
     return f"{text[:limit]}\n[truncated {total - limit} chars]"
@@ -218,15 +243,28 @@ def _truncate(text: str, limit: int, uncounted: int = 0) -> str:
 
 
 class Capture:
-    """Bounded capture of one output stream: a head (tools) or a tail (test logs)."""
+    """Bounded capture of one output stream: a head (tools) or a tail (test logs).
 
-    def __init__(self, keep_bytes: int, keep_tail: bool) -> None:
+    With `count`, the whole stream (kept or not) is also measured as Leaf would see it
+    decoded: its length in characters, its first strict UTF-8 error, its "\r\n" pairs."""
+
+    def __init__(self, keep_bytes: int, keep_tail: bool, count: bool = False) -> None:
         self.keep_bytes = keep_bytes
         self.keep_tail = keep_tail
         self.data = bytearray()
         self.dropped = 0
+        self.count = count
+        self.raw_chars = 0  # decoded with errors="replace", newlines untouched
+        self.crlf = 0
+        self.error: str | None = None  # strict decoding's message, as str(UnicodeDecodeError)
+        self._fed = 0
+        self._last_cr = False
+        self._strict = codecs.getincrementaldecoder("utf-8")("strict")
+        self._lenient = codecs.getincrementaldecoder("utf-8")("replace")
 
     def add(self, chunk: bytes) -> None:
+        if self.count:
+            self._measure(chunk, final=False)
         if self.keep_tail:
             self.data += chunk
             excess = len(self.data) - self.keep_bytes
@@ -238,10 +276,46 @@ class Capture:
         self.data += chunk[:room]
         self.dropped += len(chunk) - min(room, len(chunk))
 
+    def finish(self) -> None:
+        if self.count:
+            self._measure(b"", final=True)
+
+    def _measure(self, chunk: bytes, final: bool) -> None:
+        # "\r" and "\n" never occur inside a multi-byte sequence: count them on bytes.
+        self.crlf += chunk.count(b"\r\n") + (self._last_cr and chunk[:1] == b"\n")
+        if chunk:
+            self._last_cr = chunk[-1:] == b"\r"
+        if chunk.isascii() and not self._lenient.getstate()[0] and not final:
+            self.raw_chars += len(chunk)  # the common case, without decoding
+        else:
+            self.raw_chars += len(self._lenient.decode(chunk, final))
+            if self.error is None:
+                base = self._fed - len(self._strict.getstate()[0])
+                try:
+                    self._strict.decode(chunk, final)
+                except UnicodeDecodeError as exc:
+                    self.error = _decode_message(exc, base)
+        self._fed += len(chunk)
+
+    def text_chars(self) -> int:
+        """Characters of the whole stream in text mode (valid UTF-8, newlines translated)."""
+        return self.raw_chars - self.crlf
+
+    def raw_text(self) -> str:
+        return bytes(self.data).decode("utf-8", errors="replace")
+
     def text(self) -> str:
         # Same newline translation as subprocess's text mode, which Leaf used.
-        decoded = bytes(self.data).decode("utf-8", errors="replace")
-        return decoded.replace("\r\n", "\n").replace("\r", "\n")
+        return self.raw_text().replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _decode_message(exc: UnicodeDecodeError, base: int) -> str:
+    """str(exc) as a decode of the whole stream would word it: positions from its start."""
+    start, end = base + exc.start, base + exc.end
+    if exc.end == exc.start + 1:
+        return (f"'utf-8' codec can't decode byte 0x{exc.object[exc.start]:02x} in position "
+                f"{start}: {exc.reason}")
+    return f"'utf-8' codec can't decode bytes in position {start}-{end - 1}: {exc.reason}"
 
 
 class CommandRun:
@@ -254,47 +328,61 @@ class CommandRun:
         self.seconds = seconds
 
 
-def run_command(command: str, timeout: float, *, keep_bytes: int, keep_tail: bool) -> CommandRun:
-    """`/bin/bash -lc COMMAND` in the cwd, bounded in time and memory, then clean up after it."""
+def run_command(command: str, timeout: float, *, keep_bytes: int, keep_tail: bool,
+                wait_for_pipes: bool = False, count: bool = False) -> CommandRun:
+    """`/bin/bash -lc COMMAND` in the cwd, bounded in time and memory.
+
+    wait_for_pipes (Bash, as Leaf): read until every writer closed the pipes, and leave
+    alive whatever detached from them (a server started in the background serves the
+    next call). Otherwise (exec) stragglers get EXIT_DRAIN_SECONDS, then die. On timeout
+    everything this call started dies either way."""
     started = time.monotonic()
     deadline = started + max(0.1, timeout)
+    before = set(_live_pids()) if Settings.reap == "namespace" else set()
     proc = subprocess.Popen(
         ["/bin/bash", "-lc", command],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True, close_fds=True,
     )
-    captures = {proc.stdout.fileno(): Capture(keep_bytes, keep_tail),  # type: ignore[union-attr]
-                proc.stderr.fileno(): Capture(keep_bytes, keep_tail)}  # type: ignore[union-attr]
+    Settings.groups.append(proc.pid)
+    captures = {proc.stdout.fileno(): Capture(keep_bytes, keep_tail, count),  # type: ignore[union-attr]
+                proc.stderr.fileno(): Capture(keep_bytes, keep_tail, count)}  # type: ignore[union-attr]
     selector = selectors.DefaultSelector()
     for fd in captures:
         selector.register(fd, selectors.EVENT_READ)
     timed_out = False
     exited_at: float | None = None
+    returncode: int | None = None
     try:
         while selector.get_map():
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
                 break
-            if proc.poll() is not None:
+            if not wait_for_pipes and proc.poll() is not None:
                 exited_at = exited_at or now
-                # Background children still hold the pipes: they get killed below.
                 if now - exited_at > EXIT_DRAIN_SECONDS:
                     break
             wait = min(deadline - now, 0.05 if exited_at else 0.5)
             for key, _ in selector.select(wait):
                 _pump(selector, key.fd, captures[key.fd])
-        if timed_out:
-            _kill_group(proc.pid)
-        returncode = proc.wait() if not timed_out else None
-        if timed_out:
-            proc.wait()
-        kill_leftovers(proc.pid)
-        _drain(selector, captures, time.monotonic() + 0.5)
+        if not timed_out:
+            try:
+                returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        if timed_out or not wait_for_pipes:
+            kill_call(proc.pid, before)
+        proc.wait()
+        _reap_children()
+        _drain(selector, captures, time.monotonic() + (0.5 if timed_out or not wait_for_pipes
+                                                       else 0.0))
     finally:
         selector.close()
         proc.stdout.close()  # type: ignore[union-attr]
         proc.stderr.close()  # type: ignore[union-attr]
+    for capture in captures.values():
+        capture.finish()
     out, err = captures.values()
     return CommandRun(returncode, out, err, timed_out, time.monotonic() - started)
 
@@ -326,14 +414,25 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def kill_leftovers(pgid: int) -> None:
-    """Kill whatever the command left behind, so nothing outlives its tool call."""
+def kill_call(pgid: int, before: set[int]) -> None:
+    """Kill what one command started: its process group and, in our own pid namespace,
+    every process that was not there before it (setsid and double forks included).
+    Processes of earlier calls live on, as in Leaf, until the runner ends."""
     _kill_group(pgid)
-    if Settings.reap != "namespace":
-        return
-    # In our own pid namespace every other process is the command's doing, including
-    # ones that called setsid to leave the process group.
-    keep = _self_and_ancestors()
+    if Settings.reap == "namespace":
+        _kill_namespace(before)
+
+
+def kill_leftovers() -> None:
+    """At the runner's end: every group a command had and, in a namespace, everything."""
+    for pgid in Settings.groups:
+        _kill_group(pgid)
+    if Settings.reap == "namespace":
+        _kill_namespace(set())
+
+
+def _kill_namespace(spare: set[int]) -> None:
+    keep = _self_and_ancestors() | spare
     for _ in range(KILL_PASSES):
         victims = [pid for pid in _live_pids() if pid not in keep]
         if not victims:
@@ -447,6 +546,13 @@ def serve(single: bool, fd_in: int | None = None, fd_out: int | None = None) -> 
         key: bytes | None = bytes.fromhex(reader.readline().decode("ascii").strip())
     else:
         reader, writer, key = sys.stdin.buffer, sys.stdout.buffer, None
+    try:
+        return _answer(reader, writer, key, single)
+    finally:
+        kill_leftovers()
+
+
+def _answer(reader: Any, writer: Any, key: bytes | None, single: bool) -> int:
     while True:
         line = reader.readline()
         if not line:

@@ -63,13 +63,13 @@ def test_read_replaces_invalid_utf8(sb) -> None:
 def test_read_errors(sb) -> None:
     assert tool(sb, "Read", {}) == "ValueError: file_path is required"
     assert tool(sb, "Read", {"file_path": "x.py"}) == (
-        "FileNotFoundError: [Errno 2] No such file or directory: 'x.py'")
+        f"FileNotFoundError: [Errno 2] No such file or directory: '{sb.workdir}/x.py'")
     (host(sb) / "o2.txt").write_text("a\n")
     assert tool(sb, "Read", {"file_path": "o2.txt", "offset": "abc"}) == (
         "ValueError: invalid literal for int() with base 10: 'abc'")
     (host(sb) / "adir").mkdir()
     assert tool(sb, "Read", {"file_path": "adir"}) == (
-        "IsADirectoryError: [Errno 21] Is a directory: 'adir'")
+        f"IsADirectoryError: [Errno 21] Is a directory: '{sb.workdir}/adir'")
 
 
 def test_read_truncates_at_20000_chars(sb) -> None:
@@ -130,7 +130,7 @@ def test_edit_errors(sb) -> None:
     assert tool(sb, "Edit", {"old_string": "x", "new_string": "y"}) == (
         "ValueError: file_path is required")
     assert tool(sb, "Edit", {"file_path": "none.py", "old_string": "a", "new_string": "b"}) == (
-        "FileNotFoundError: [Errno 2] No such file or directory: 'none.py'")
+        f"FileNotFoundError: [Errno 2] No such file or directory: '{sb.workdir}/none.py'")
 
 
 # --------------------------------------------------------------------------- Glob
