@@ -21,6 +21,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -199,8 +200,9 @@ def measure(plan: Plan, out: Path) -> Path:
                 shape=frognano_shape(plan.scale), date=time.strftime("%Y-%m-%d"),
                 python=platform.python_version())
     started = time.perf_counter()
-    path = make_frognano_shaped(out / f"frognano-shaped-x{plan.scale:g}.gguf", scale=plan.scale,
-                                context_length=plan.n_ctx)
+    # Not under `out`: a 2.9 GB file has no place among the results that travel back.
+    gguf_path = Path(tempfile.gettempdir()) / f"frognano-shaped-x{plan.scale:g}.gguf"
+    path = make_frognano_shaped(gguf_path, scale=plan.scale, context_length=plan.n_ctx)
     results.add("GGUF generated", time.perf_counter() - started, "s",
                 size_mib=path.stat().st_size / 2**20)
     results.add("GGUF size", path.stat().st_size / 2**20, "MiB")
