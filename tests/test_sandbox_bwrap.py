@@ -160,18 +160,27 @@ def test_sleep_past_timeout_returns_quickly(sb) -> None:
 
 
 @pytest.mark.parametrize("spawn", [
-    "(sleep {n} &)",
-    "setsid sleep {n} &",
+    "(sleep {n} >/dev/null 2>&1 &)",
+    "setsid sleep {n} >/dev/null 2>&1 &",
     "nohup sleep {n} >/dev/null 2>&1 &",
-    "setsid bash -c 'trap \"\" HUP TERM; sleep {n}' & disown",
+    "setsid bash -c 'trap \"\" HUP TERM; sleep {n}' >/dev/null 2>&1 & disown",
 ])
-def test_background_processes_do_not_outlive_their_command(sb, spawn: str) -> None:
+def test_background_processes_live_until_the_sandbox_stops(sb, spawn: str) -> None:
+    """As in Leaf, a process detached from the call's pipes serves later calls; stop()
+    (before every host snapshot) leaves none of them writing the tree."""
     seconds = f"{1000 + int(uuid.uuid4().int % 1000)}.5"
     assert bash(sb, spawn.format(n=seconds)).startswith("Exit code: 0")
+    assert f"sleep {seconds}" in bash(sb, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+    sb.stop()
     assert wait_gone(f"sleep {seconds}") == []
-    leftovers = bash(sb, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
-    assert f"sleep {seconds}" not in leftovers
     assert bash(sb, "echo still-works") == "Exit code: 0\nSTDOUT:\nstill-works\n\nSTDERR:\n"
+
+
+def test_a_child_holding_the_pipes_is_waited_for_then_killed_at_the_timeout(sb) -> None:
+    seconds = f"{4000 + int(uuid.uuid4().int % 1000)}.5"
+    assert bash(sb, f"(sleep 0.3; echo late) & sleep {seconds} & echo now", timeout=1) == (
+        "Timed out after 1.0s\nSTDOUT:\nnow\nlate\n\nSTDERR:\n")
+    assert wait_gone(f"sleep {seconds}") == []
 
 
 def test_timed_out_command_leaves_nothing_behind(sb) -> None:
