@@ -79,9 +79,13 @@ case "${1:-run}" in
     OUT=${OUT:-build/bench-gpu}
     mkdir -p "$OUT"
     nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
-    build 2>&1 | tail -n 40 | tee "$OUT/build.log"
+    case " ${*:2} " in
+      *" --cpu-scale "*) echo "gpu_bench: --cpu-scale: the installed llama-cpp-python, no build" ;;
+      *) build 2>&1 | tail -n 40 | tee "$OUT/build.log" ;;
+    esac
     PYTHONPATH="$PWD/$SITE:$PWD" OUT="$OUT" python3 -m bench gpu --out "$OUT" "${@:2}"
     cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md"
+    echo "gpu_bench: results in $OUT/results.jsonl (render here: python3 -m bench gpu --render-from FILE)"
     ;;
   *) echo "usage: bash scripts/gpu_bench.sh [run [bench gpu options] | build | pack [SDIST]]" >&2; exit 2 ;;
 esac
