@@ -56,3 +56,34 @@ def test_skipped_with_a_clear_line_without_gpu_offload() -> None:
                           text=True, timeout=60)
     assert done.returncode == 0
     assert "skipped" in done.stdout and "no GPU offload" in done.stdout
+
+
+def test_full_shape_is_qwen35_4b_and_scaled_shapes_stay_quantisable() -> None:
+    from tests.gguf_factory import frognano_shape
+
+    assert frognano_shape(1.0) == {
+        "n_layer": 32, "full_attention_interval": 4, "n_embd": 2560, "n_ff": 9216,
+        "n_head": 16, "n_head_kv": 4, "head_dim": 256, "ssm_k_heads": 16, "ssm_v_heads": 32,
+        "ssm_head_dim": 128, "d_conv": 4, "n_vocab": 248_320}
+    for scale in (0.05, 0.1, 0.25, 0.5):
+        s = frognano_shape(scale)
+        # Every K-quant matrix's input (ne0) is a multiple of the 256-element block.
+        inputs = (s["n_embd"], s["n_ff"], s["n_head"] * s["head_dim"],
+                  s["ssm_v_heads"] * s["ssm_head_dim"])
+        assert all(n % 256 == 0 for n in inputs), (scale, s)
+        assert s["n_layer"] % s["full_attention_interval"] == 0
+
+
+def test_gpu_blocks_survive_a_full_bench_rewrite(tmp_path: Path) -> None:
+    from bench.__main__ import _gpu_blocks
+    from bench.gpu import render, write_doc
+
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text("# Benchmarks\n\n## sandbox\n\n| a |\n")
+    kind, block = render([{"name": "device", "kind": "gpu", "device": "NVIDIA H200"},
+                          {"name": "decode after 8192 tokens", "value": 230.0, "unit": "tokens/s"}])
+    write_doc(kind, block, doc)
+    write_doc(kind, block.replace("230.000", "239.000"), doc)  # replaced, not appended
+    text = doc.read_text()
+    assert text.count("<!-- bench gpu: gpu -->") == 1 and "239.000 tokens/s" in text
+    assert "NVIDIA H200" in _gpu_blocks(text) and "## sandbox" not in _gpu_blocks(text)
