@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 READ_OUTPUT_CHARS = 20_000
 GLOB_LIMIT = 1_000
@@ -63,9 +63,6 @@ class Settings:
     default_timeout = 120.0
     max_timeout = 1800.0
     bash_chars = 30_000
-    # Process groups of Bash calls, killed when the runner ends (group mode has no
-    # pid namespace to take them down with it).
-    groups: ClassVar[list[int]] = []
 
 
 class ToolFailure(Exception):
@@ -338,13 +335,14 @@ def run_command(command: str, timeout: float, *, keep_bytes: int, keep_tail: boo
     everything this call started dies either way."""
     started = time.monotonic()
     deadline = started + max(0.1, timeout)
-    before = set(_live_pids()) if Settings.reap == "namespace" else set()
+    before = set(_live_pids())
+    # Group mode has no namespace to die with: commands stay in the runner's process
+    # group, which the host kills when it stops the sandbox (background ones included).
     proc = subprocess.Popen(
         ["/bin/bash", "-lc", command],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, close_fds=True,
+        start_new_session=Settings.reap == "namespace", close_fds=True,
     )
-    Settings.groups.append(proc.pid)
     captures = {proc.stdout.fileno(): Capture(keep_bytes, keep_tail, count),  # type: ignore[union-attr]
                 proc.stderr.fileno(): Capture(keep_bytes, keep_tail, count)}  # type: ignore[union-attr]
     selector = selectors.DefaultSelector()
@@ -414,19 +412,45 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def kill_call(pgid: int, before: set[int]) -> None:
-    """Kill what one command started: its process group and, in our own pid namespace,
-    every process that was not there before it (setsid and double forks included).
-    Processes of earlier calls live on, as in Leaf, until the runner ends."""
-    _kill_group(pgid)
+def kill_call(pid: int, before: set[int]) -> None:
+    """Kill what one command started: in our own pid namespace its session and every
+    process that was not there before it (setsid and double forks included); in group
+    mode the command and its descendants. Processes of earlier calls live on, as in
+    Leaf, until the sandbox stops."""
     if Settings.reap == "namespace":
+        _kill_group(pid)
         _kill_namespace(before)
+        return
+    group = os.getpgid(0)
+    newcomers = [other for other in _live_pids()
+                 if other not in before and other != os.getpid() and _pgid(other) == group]
+    for victim in {pid, *_descendants(pid), *newcomers}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            children.setdefault(_stat(int(entry))[1], []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def kill_leftovers() -> None:
-    """At the runner's end: every group a command had and, in a namespace, everything."""
-    for pgid in Settings.groups:
-        _kill_group(pgid)
+    """At the runner's end, in a namespace: everything (group mode: the host's killpg)."""
     if Settings.reap == "namespace":
         _kill_namespace(set())
 
