@@ -127,18 +127,29 @@ def test_infinite_loop(sandbox: Sandbox, scorecard: Recorder) -> None:
     assert still_serves(sandbox)
 
 
-def test_daemons_do_not_outlive_their_command(sandbox: Sandbox, scorecard: Recorder) -> None:
+def test_daemons_do_not_outlive_the_sandbox(sandbox: Sandbox, scorecard: Recorder) -> None:
     record = scorecard("6f-sandbox-daemons", "Sandbox abuse: daemons",
-                       "nohup, setsid and double-forked processes are killed when their "
-                       "command ends")
+                       "nohup, setsid and double-forked processes live on between calls, as "
+                       "in Leaf, and are all killed when the host stops the sandbox (before "
+                       "every snapshot) or closes it")
     marker = f"{uuid.uuid4().int % 10**6 + 10**6}"
-    bash(sandbox, f"nohup sleep {marker}1 >/dev/null 2>&1 & setsid sleep {marker}2 & "
-                  f"( ( sleep {marker}3 & ) & ); disown -a; echo started")
+    quiet = ">/dev/null 2>&1"
+    bash(sandbox, f"nohup sleep {marker}1 {quiet} & setsid sleep {marker}2 {quiet} & "
+                  f"( ( sleep {marker}3 {quiet} & ) & ); disown -a; echo started")
     time.sleep(0.5)
-    left = host_pids_with(f"sleep {marker}")
-    record.observed = {"daemons started": 3, "left on the host": len(left)}
-    assert left == [], "the host sees every sandbox process, so none survived"
-    assert still_serves(sandbox)
+    between_calls = len(host_pids_with(f"sleep {marker}"))
+    sandbox.stop()
+    time.sleep(0.5)
+    after_stop = host_pids_with(f"sleep {marker}")
+    bash(sandbox, f"setsid sleep {marker}4 {quiet} & echo again")
+    sandbox.close()
+    time.sleep(0.5)
+    after_close = host_pids_with(f"sleep {marker}")
+    record.observed = {"daemons started": 3, "alive between calls": between_calls,
+                       "left after stop()": len(after_stop),
+                       "left after close()": len(after_close)}
+    assert between_calls == 3, "a daemon serves the model's next call, as in Leaf"
+    assert after_stop == [] and after_close == [], "the host sees every sandbox process"
 
 
 def test_symlinks_to_host_paths(sandbox: Sandbox, scorecard: Recorder, tmp_path: Path) -> None:
