@@ -59,7 +59,9 @@ EXIT_DRAIN_SECONDS = 0.1
 class Settings:
     """Per-runner knobs, set from the command line by the host."""
 
-    reap = "group"  # "namespace": kill every other pid in /proc after a command
+    # "namespace": we own a pid namespace, so a timed-out command's setsid escapes can
+    # be found in /proc; "group": commands stay in the host-killed process group.
+    reap = "group"
     default_timeout = 120.0
     max_timeout = 1800.0
     bash_chars = 30_000
