@@ -14,11 +14,75 @@ WRITE_PERMISSIONS: tuple[Permission, ...] = ("admin", "maintain", "write")
 
 
 class GitHubError(RuntimeError):
-    """GitHub answered with an error the caller should report (status and message kept)."""
+    """GitHub answered with an error the caller should report (status and message kept).
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    The subclasses below say why, so that callers match on a type, not on message text
+    (as gidgethub does); every one is still a `GitHubError` for handlers that do not care.
+    `github_message` is GitHub's own `message`, `codes` the `errors[].code` values.
+    """
+
+    def __init__(self, message: str, status: int | None = None, *,
+                 github_message: str = "", codes: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.status = status
+        self.github_message = github_message
+        self.codes = codes
+
+
+class Unauthorized(GitHubError):
+    """401: the App's key or token was refused (after one fresh token)."""
+
+
+class Forbidden(GitHubError):
+    """403 without a rate limit: e.g. "Resource not accessible by integration" (a
+    permission the App was not granted, or a repository it is not installed on)."""
+
+
+class RateLimited(GitHubError):
+    """A primary or secondary rate limit that did not lift within the wait we allow.
+
+    `retry_after_s` is how long GitHub asked us to wait (None where it did not say)."""
+
+    def __init__(self, message: str, status: int | None = None, *,
+                 github_message: str = "", codes: tuple[str, ...] = (),
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(message, status, github_message=github_message, codes=codes)
+        self.retry_after_s = retry_after_s
+
+
+class NotFound(GitHubError):
+    """404: the thing does not exist, or the App cannot see it."""
+
+
+class ValidationFailed(GitHubError):
+    """422: GitHub refused the request's content; `codes` says which rule."""
+
+
+class AlreadyExists(ValidationFailed):
+    """422 with the error code `already_exists` (a label, a pull for that head...)."""
+
+
+class ServerError(GitHubError):
+    """5xx or a dropped connection, still failing after the retries."""
+
+
+def error_for(message: str, status: int | None, *, github_message: str = "",
+              codes: tuple[str, ...] = ()) -> GitHubError:
+    """The `GitHubError` subclass for a status and GitHub's error codes."""
+    kind: type[GitHubError] = GitHubError
+    if status == 401:
+        kind = Unauthorized
+    elif status == 403:
+        kind = Forbidden
+    elif status == 404:
+        kind = NotFound
+    elif status == 422:
+        kind = AlreadyExists if "already_exists" in codes else ValidationFailed
+    elif status == 429:
+        kind = RateLimited
+    elif status is not None and status >= 500:
+        kind = ServerError
+    return kind(message, status, github_message=github_message, codes=codes)
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,15 @@
 
 The only module of the project that imports githubkit. Every call runs through
 `_call`, which retries transient failures (5xx, connection errors, secondary
-rate limits) with a capped wait and turns everything else into `GitHubError`.
+rate limits) with a capped wait and turns everything else into a `GitHubError`
+subclass that names the cause (`NotFound`, `Forbidden`, `RateLimited`, ...).
 Messages name the method, the route and the status; they never carry a token.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import logging
 import ssl
@@ -20,16 +22,27 @@ from urllib.parse import urlsplit
 
 from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
 from githubkit.cache import MemCacheStrategy
-from githubkit.exception import GitHubException, RateLimitExceeded, RequestError, RequestFailed
+from githubkit.exception import (
+    GitHubException,
+    PrimaryRateLimitExceeded,
+    RateLimitExceeded,
+    RequestError,
+    RequestFailed,
+)
 
 from bot.github_api import (
+    AlreadyExists,
     CommentInfo,
     GitHubError,
     IssueInfo,
     Permission,
     PullInfo,
+    RateLimited,
     RepoRef,
     ReviewCommentInfo,
+    ServerError,
+    ValidationFailed,
+    error_for,
 )
 from bot.settings import BotSettings
 
@@ -121,6 +134,7 @@ class GitHubAppClient:
         """
         last_status: int | None = None
         reason = ""
+        retry_after: float | None = None
         token_refreshed = False
         ambiguous = False
         attempt = 0
@@ -136,8 +150,18 @@ class GitHubAppClient:
                 return request(self._client(repo))
             except RateLimitExceeded as exc:
                 last_status = exc.response.status_code
-                wait = min(exc.retry_after.total_seconds(), self._max_retry_wait_seconds)
+                retry_after = exc.retry_after.total_seconds()
                 reason = f"rate limited ({last_status})"
+                if (isinstance(exc, PrimaryRateLimitExceeded)
+                        and retry_after > self._max_retry_wait_seconds):
+                    # The hour's quota is spent and resets later than we may wait: capped
+                    # retries would fail the same way, so say when it lifts instead.
+                    until = (datetime.now(UTC) + timedelta(seconds=retry_after)
+                             ).strftime("%H:%M:%S UTC")
+                    raise RateLimited(f"{what}: GitHub's rate limit is exhausted until "
+                                      f"{until} ({retry_after:.0f}s from now)", last_status,
+                                      retry_after_s=retry_after) from None
+                wait = retry_after
             except RequestFailed as exc:
                 last_status = exc.response.status_code
                 if last_status in ok_statuses:
@@ -149,8 +173,10 @@ class GitHubAppClient:
                     attempt -= 1
                     continue
                 if last_status < 500:
-                    raise GitHubError(f"{what}: GitHub answered {last_status}: "
-                                      f"{_error_message(exc)}", last_status) from None
+                    github_message, codes = _error_details(exc)
+                    raise error_for(f"{what}: GitHub answered {last_status}: "
+                                    f"{_error_message(exc)}", last_status,
+                                    github_message=github_message, codes=codes) from None
                 wait = self._backoff(attempt)
                 reason = f"server error ({last_status})"
                 ambiguous = True
@@ -166,8 +192,10 @@ class GitHubAppClient:
             log.warning("%s: %s, retrying in %.1fs (attempt %d of %d)", what, reason, wait,
                         attempt, self._max_attempts)
             time.sleep(wait)
-        raise GitHubError(f"{what}: gave up after {self._max_attempts} attempts: {reason}",
-                          last_status)
+        message = f"{what}: gave up after {self._max_attempts} attempts: {reason}"
+        if reason.startswith("rate limited"):
+            raise RateLimited(message, last_status, retry_after_s=retry_after)
+        raise ServerError(message, last_status)
 
     def _must(self, repo: RepoRef | None, what: str,
               request: Callable[[GitHub[Any]], T]) -> T:
@@ -306,15 +334,12 @@ class GitHubAppClient:
                               ok_statuses=(404,))
         if existing is not None:
             return
-        try:
+        # Someone (maybe a concurrent run) may create it between our GET and POST.
+        with contextlib.suppress(AlreadyExists):
             self._must(repo, f"POST label {name!r} on {repo.full_name}",
                        lambda gh: gh.rest.issues.create_label(
                            repo.owner, repo.name, name=name, color=color.lstrip("#"),
                            description=description))
-        except GitHubError as exc:
-            # Someone (maybe a concurrent run) created it between our GET and POST.
-            if exc.status != 422 or "already_exists" not in str(exc):
-                raise
 
     def add_labels(self, repo: RepoRef, number: int, labels: list[str]) -> None:
         self._must(repo, f"POST labels on {repo.full_name}#{number}",
@@ -390,10 +415,11 @@ class GitHubAppClient:
             self._must(repo, f"POST review request on {repo.full_name}#{number}",
                        lambda gh: gh.rest.pulls.request_reviewers(repo.owner, repo.name, number,
                                                                reviewers=reviewers))
-        except GitHubError as exc:
+        except ValidationFailed as exc:
             # GitHub refuses to ask a PR's author to review it; where the trigger is
             # also the author there is nobody else to ask, and that is not a failure.
-            if exc.status == 422 and "pull request author" in str(exc).lower():
+            # That 422 carries no error code, so GitHub's own message is all there is.
+            if "pull request author" in exc.github_message.lower():
                 log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
                 return
             raise
@@ -409,6 +435,20 @@ def _pull_info(pull: Any) -> PullInfo:
     """From githubkit's PullRequest or PullRequestSimple (same fields for these)."""
     return PullInfo(number=pull.number, url=pull.html_url, head=pull.head.ref,
                     state=pull.state, draft=bool(pull.draft))
+
+
+def _error_details(exc: RequestFailed) -> tuple[str, tuple[str, ...]]:
+    """GitHub's `message` and its `errors[].code` values, for the typed errors."""
+    try:
+        payload = exc.response.json()
+    except ValueError:
+        return exc.response.text[:200], ()
+    if not isinstance(payload, dict):
+        return "", ()
+    errors = payload.get("errors")
+    codes = tuple(str(e["code"]) for e in errors if isinstance(e, dict) and "code" in e
+                  ) if isinstance(errors, list) else ()
+    return str(payload.get("message", ""))[:500], codes
 
 
 def _error_message(exc: RequestFailed) -> str:

@@ -1,0 +1,102 @@
+"""GitHub's errors arrive typed by cause (as gidgethub does), so callers match on a class,
+not on message text; each is still a `GitHubError`. Served by the local fake GitHub."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bot.github_api import (
+    AlreadyExists,
+    Forbidden,
+    GitHubError,
+    NotFound,
+    RateLimited,
+    RepoRef,
+    ServerError,
+    ValidationFailed,
+)
+from bot.github_client import GitHubAppClient
+from tests.fake_github import FakeGitHub
+from tests.fake_github.server import INSTALLATION_ID
+
+pytest_plugins = ("tests.fake_github.fixtures",)
+
+OWNER, NAME = "acme", "calc"
+REPO = RepoRef(OWNER, NAME, INSTALLATION_ID)
+NOT_ACCESSIBLE = "Resource not accessible by integration"
+
+
+@pytest.fixture
+def fake(fake_github: FakeGitHub) -> FakeGitHub:
+    fake_github.add_repo(OWNER, NAME, {"README.md": "# calc\n"})
+    fake_github.add_issue(OWNER, NAME, 7, "add() subtracts", "Fix add.", author="alice")
+    return fake_github
+
+
+def make_client(fake: FakeGitHub, max_wait: float = 0.5) -> GitHubAppClient:
+    return GitHubAppClient(fake.app_id, fake.private_key_pem, fake.api_url,
+                           backoff_seconds=0.01, max_retry_wait_seconds=max_wait)
+
+
+def posts(fake: FakeGitHub, suffix: str) -> int:
+    return sum(r.method == "POST" and r.path.endswith(suffix) for r in fake.api_requests())
+
+
+def test_a_missing_thing_is_not_found(fake: FakeGitHub) -> None:
+    with pytest.raises(NotFound) as caught:
+        make_client(fake).edit_comment(REPO, 424242, "x")
+    assert caught.value.status == 404 and isinstance(caught.value, GitHubError)
+
+
+def test_a_duplicate_label_is_already_exists(fake: FakeGitHub) -> None:
+    fake.add_label(OWNER, NAME, "bug", "d93f0b")
+    client = make_client(fake)
+    with pytest.raises(AlreadyExists) as caught:
+        client._must(REPO, "POST label", lambda gh: gh.rest.issues.create_label(
+            OWNER, NAME, name="bug", color="d93f0b"))
+    assert isinstance(caught.value, ValidationFailed)
+    assert "already_exists" in caught.value.codes
+
+
+def test_not_accessible_by_integration_is_forbidden_and_not_retried(fake: FakeGitHub) -> None:
+    fake.fail_next("POST", r"/issues/7/comments$", 403, message=NOT_ACCESSIBLE, times=4)
+    with pytest.raises(Forbidden) as caught:
+        make_client(fake).comment(REPO, 7, "hello")
+    assert caught.value.github_message == NOT_ACCESSIBLE
+    assert NOT_ACCESSIBLE in str(caught.value)
+    assert posts(fake, "/issues/7/comments") == 1  # a permission does not appear by retrying
+
+
+def test_an_exhausted_primary_limit_is_reported_with_its_reset(fake: FakeGitHub) -> None:
+    reset = int(time.time()) + 3600
+    fake.fail_next("POST", r"/issues/7/comments$", 403,
+                   {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)},
+                   message="API rate limit exceeded for installation ID 1.")
+    started = time.monotonic()
+    with pytest.raises(RateLimited) as caught:
+        make_client(fake).comment(REPO, 7, "hello")
+    assert time.monotonic() - started < 5  # no capped retries against an hour-long limit
+    assert caught.value.retry_after_s is not None and caught.value.retry_after_s > 3000
+    assert time.strftime("%H:%M", time.gmtime(reset)) in str(caught.value)
+    assert posts(fake, "/issues/7/comments") == 1
+
+
+def test_a_primary_limit_that_resets_soon_is_waited_out(fake: FakeGitHub) -> None:
+    reset = int(time.time()) + 2
+    fake.fail_next("POST", r"/issues/7/comments$", 403,
+                   {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)},
+                   message="API rate limit exceeded for installation ID 1.")
+    make_client(fake, max_wait=5).comment(REPO, 7, "hello")
+    assert time.time() >= reset - 1  # it waited for the reset rather than hammering
+    assert [c.body for c in fake.comments(OWNER, NAME, 7)] == ["hello"]
+
+
+def test_server_errors_that_persist_are_server_error(fake: FakeGitHub) -> None:
+    fake.fail_next("PATCH", r"/issues/comments/\d+$", 502, times=8)
+    client = make_client(fake)
+    comment_id = client.comment(REPO, 7, "hello")
+    with pytest.raises(ServerError) as caught:
+        client.edit_comment(REPO, comment_id, "edited")
+    assert caught.value.status == 502
