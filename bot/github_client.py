@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar, cast, get_args
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
 from githubkit.cache import MemCacheStrategy
@@ -466,3 +466,33 @@ def _error_message(exc: RequestFailed) -> str:
                    for e in errors]
         message += f" ({', '.join(str(d) for d in details)})"
     return message[:500]
+
+
+async def convert_manifest_code(api_url: str, code: str, *,
+                                timeout_seconds: float = 15.0) -> dict[str, Any]:
+    """POST /app-manifests/{code}/conversions through githubkit, unauthenticated (the
+    one-time code is the credential): the new App's id, slug, pem, webhook_secret, ...
+
+    Raises the typed `GitHubError`s; 5xx and connection errors are not retried, because
+    the code works once and GitHub may have used it before the failure.
+    """
+    what = "POST /app-manifests/{code}/conversions"
+    # githubkit puts the code into the path as given: quote it, it comes from a URL.
+    async with GitHub(base_url=api_url.rstrip("/"), auto_retry=False, http_cache=False,
+                      timeout=timeout_seconds, ssl_verify=_tls_context()) as gh:
+        try:
+            response = await gh.rest.apps.async_create_from_manifest(quote(code, safe=""))
+        except RequestFailed as exc:
+            status = exc.response.status_code
+            github_message, codes = _error_details(exc)
+            raise error_for(f"{what}: GitHub answered {status}: {_error_message(exc)}", status,
+                            github_message=github_message, codes=codes) from None
+        except RequestError as exc:
+            raise ServerError(f"{what}: could not reach GitHub "
+                              f"({type(exc.exc).__name__})") from None
+        except GitHubException as exc:
+            raise GitHubError(f"{what}: {type(exc).__name__}") from None
+    try:
+        return cast(dict[str, Any], response.json())
+    except ValueError:
+        raise GitHubError(f"{what}: GitHub's answer is not JSON") from None

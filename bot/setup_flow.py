@@ -22,22 +22,27 @@ from __future__ import annotations
 import asyncio
 import errno
 import html
+import io
 import json
 import logging
 import os
 import secrets
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-import httpx
+from dotenv import set_key, unset_key
+from dotenv.parser import parse_stream
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from bot import github_client
 from bot.app_manifest import app_manifest
+from bot.github_api import GitHubError
 from bot.settings import BotSettings
 
 log = logging.getLogger("frognano.bot.setup")
@@ -165,56 +170,34 @@ def _dotenv_quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-def _entries(text: str) -> list[tuple[str | None, list[str]]]:
-    """The file as (key or None, its lines), keeping a quoted value that spans lines whole."""
-    entries: list[tuple[str | None, list[str]]] = []
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        index += 1
-        stripped = line.strip()
-        name, sep, value = stripped.removeprefix("export ").partition("=")
-        if stripped.startswith("#") or not sep:
-            entries.append((None, [line]))
-            continue
-        block = [line]
-        value = value.strip()
-        quote_char = value[:1]
-        if quote_char in ("'", '"') and not _closes(value[1:], quote_char):
-            while index < len(lines):
-                block.append(lines[index])
-                index += 1
-                if _closes(block[-1], quote_char):
-                    break
-        entries.append((name.strip(), block))
-    return entries
-
-
-def _closes(rest: str, quote_char: str) -> bool:
-    escaped = False
-    for char in rest:
-        if escaped:
-            escaped = False
-        elif char == "\\" and quote_char == '"':
-            escaped = True
-        elif char == quote_char:
-            return True
-    return False
-
-
 def merge_env_file(path: Path, values: dict[str, str], remove: tuple[str, ...] = ()) -> None:
-    """Set `values` in the dotenv file at `path` (mode 0600), keeping every other line."""
+    """Set `values` in the dotenv file at `path` (mode 0600), keeping every other line.
+
+    python-dotenv's `set_key`/`unset_key` do the editing, on a private scratch copy:
+    they would replace `path` by a file of their own mode, and cannot rewrite a file
+    bind-mounted into a container; `_write_private` does both.
+    """
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    out: list[str] = []
-    pending = dict(values)
-    for key, block in _entries(old):
-        if key in pending:
-            out.append(f"{key}={_dotenv_quote(pending.pop(key))}")
-        elif key not in values and key not in remove:
-            out.extend(block)
-    out.extend(f"{key}={_dotenv_quote(value)}" for key, value in pending.items())
-    _write_private(path, "\n".join(out) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=".env.")  # created 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(old)
+        present = Counter(binding.key for binding in parse_stream(io.StringIO(old)))
+        for key in remove:
+            if present[key] and key not in values:
+                unset_key(scratch, key)
+        for key, value in values.items():
+            if present[key] > 1:  # set_key would write it at each place: keep one
+                unset_key(scratch, key)
+            # Our own quoting: set_key's single quotes do not escape a backslash, so a
+            # value ending in one would swallow its closing quote.
+            set_key(scratch, key, _dotenv_quote(value), quote_mode="never")
+        text = Path(scratch).read_text(encoding="utf-8")
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+    _write_private(path, text)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -249,21 +232,13 @@ class ConversionError(Exception):
 
 
 async def convert_manifest_code(api_url: str, code: str) -> dict[str, Any]:
-    """POST /app-manifests/{code}/conversions: unauthenticated, the code is the credential."""
-    url = f"{api_url.rstrip('/')}/app-manifests/{quote(code, safe='')}/conversions"
-    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+    """Trade the code for the App through the GitHub client (githubkit); unauthenticated,
+    the code is the credential. Checks the fields the callback writes to `.env`."""
     try:
-        async with httpx.AsyncClient(timeout=EXCHANGE_TIMEOUT_S) as client:
-            response = await client.post(url, headers=headers)
-    except httpx.HTTPError as exc:
-        raise ConversionError(f"could not reach GitHub: {exc}") from exc
-    if response.status_code != 201:
-        try:
-            message = response.json().get("message", "")
-        except ValueError:
-            message = response.text[:200]
-        raise ConversionError(f"GitHub answered {response.status_code}: {message}")
-    app = response.json()
+        app = await github_client.convert_manifest_code(api_url, code,
+                                                        timeout_seconds=EXCHANGE_TIMEOUT_S)
+    except GitHubError as exc:
+        raise ConversionError(str(exc)) from exc
     wanted = {"id": int, "slug": str, "pem": str, "webhook_secret": str}
     for field, kind in wanted.items():
         if not isinstance(app.get(field), kind):
