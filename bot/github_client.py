@@ -260,7 +260,7 @@ class GitHubAppClient:
         # and triage (or a custom role's name, where `permission` is the safe answer).
         for candidate in (data.role_name, data.permission):
             if candidate in _PERMISSIONS:
-                return cast(Permission, candidate)
+                return candidate
         return "none"
 
     # -- issues and comments ------------------------------------------------------------
@@ -289,9 +289,11 @@ class GitHubAppClient:
 
         def posted_already(gh: GitHub[Any]) -> int | None:
             bot = self.bot_login()
-            for c in gh.rest.paginate(gh.rest.issues.list_comments, owner=repo.owner,
-                                      repo=repo.name, issue_number=number, since=since,
-                                      per_page=100):
+            # githubkit types `since` as a datetime; GitHub's own format is the string.
+            pages: Iterator[Any] = gh.rest.paginate(  # type: ignore[call-overload]
+                gh.rest.issues.list_comments, owner=repo.owner, repo=repo.name,
+                issue_number=number, since=since, per_page=100)
+            for c in pages:
                 if c.body == body and c.user is not None and c.user.login == bot:
                     return c.id
             return None
@@ -393,8 +395,10 @@ class GitHubAppClient:
                                 body: str) -> int:
         def posted_already(gh: GitHub[Any]) -> int | None:
             bot = self.bot_login()
-            for c in gh.rest.paginate(gh.rest.pulls.list_review_comments, owner=repo.owner,
-                                      repo=repo.name, pull_number=number, per_page=100):
+            pages: Iterator[Any] = gh.rest.paginate(
+                gh.rest.pulls.list_review_comments, owner=repo.owner, repo=repo.name,
+                pull_number=number, per_page=100)
+            for c in pages:
                 if (c.in_reply_to_id == comment_id and c.body == body and c.user is not None
                         and c.user.login == bot):
                     return c.id
