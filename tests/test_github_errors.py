@@ -100,3 +100,28 @@ def test_server_errors_that_persist_are_server_error(fake: FakeGitHub) -> None:
     with pytest.raises(ServerError) as caught:
         client.edit_comment(REPO, comment_id, "edited")
     assert caught.value.status == 502
+
+
+def test_the_fake_checks_types_as_github_does() -> None:
+    # Its own fake without the OpenAPI check, which would flag these requests first:
+    # this is about the fake's own behaviour when a client sends the wrong shapes.
+    loose = FakeGitHub(validate_openapi=False).start()
+    try:
+        loose.add_repo(OWNER, NAME, {"README.md": "# calc\n"})
+        loose.add_issue(OWNER, NAME, 7, "t", "b", author="alice")
+        headers = {"Authorization": f"token {loose.mint_token(loose.installation_id).token}"}
+        base = f"{loose.api_url}/repos/{OWNER}/{NAME}"
+        import httpx  # only this test speaks raw HTTP
+        drafted = httpx.post(f"{base}/pulls", headers=headers, json={
+            "title": "t", "head": "main", "base": "main", "draft": "false"})
+        assert drafted.status_code == 422 and "is not a boolean" in drafted.text
+
+        for shape in ({"labels": "bug"}, {"labels": [1]}, {"labels": [None]}):
+            answer = httpx.post(f"{base}/issues/7/labels", headers=headers, json=shape)
+            assert answer.status_code == 422, shape
+        assert loose.issue_labels(OWNER, NAME, 7) == []
+        named = httpx.post(f"{base}/issues/7/labels", headers=headers,
+                           json={"labels": [{"name": "bug"}]})
+        assert named.status_code == 200 and loose.issue_labels(OWNER, NAME, 7) == ["bug"]
+    finally:
+        loose.stop()

@@ -535,6 +535,12 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         repo = repo_of(owner, name, request)
         data = await request.json()
         names = data.get("labels", []) if isinstance(data, dict) else data
+        # GitHub takes a list of names (or of {"name": ...}); anything else is a 422.
+        if not isinstance(names, list):
+            raise GitHubError(422, "Invalid request.\n\nFor 'labels', is not an array.")
+        names = [n.get("name") if isinstance(n, dict) else n for n in names]
+        if not all(isinstance(n, str) and n for n in names):
+            raise GitHubError(422, "Invalid request.\n\nFor 'items', is not a string.")
         issue = repo.issues.get(number)
         if issue is None:
             raise GitHubError(404, "Not Found")
@@ -575,9 +581,13 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                 raise GitHubError(422, "Validation Failed", [{
                     "resource": "PullRequest", "code": "custom",
                     "message": f"A pull request already exists for {owner}:{head}."}])
+            draft = data.get("draft", False)
+            if not isinstance(draft, bool):  # GitHub checks types; "false" is not False
+                raise GitHubError(422, "Invalid request.\n\nFor 'properties/draft', "
+                                  f"{json.dumps(draft)} is not a boolean.")
             number = repo.next_number()
             pull = Pull(fake.next_id(), number, title, str(data.get("body") or ""), head,
-                        base_ref, bool(data.get("draft", False)), fake.bot_login)
+                        base_ref, draft, fake.bot_login)
             repo.pulls[number] = pull
             repo.issues[number] = _issue_for_pull(fake, pull)
         return _json(201, pull_json(repo, pull))
