@@ -161,7 +161,7 @@ class GitHubAppClient:
                     raise RateLimited(f"{what}: GitHub's rate limit is exhausted until "
                                       f"{until} ({retry_after:.0f}s from now)", last_status,
                                       retry_after_s=retry_after) from None
-                wait = retry_after
+                wait = min(retry_after, self._max_retry_wait_seconds)
             except RequestFailed as exc:
                 last_status = exc.response.status_code
                 if last_status in ok_statuses:
