@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxConfig
+from sandbox.trees import remove_tree
 from workers.agent.repo_tests import TestVerdict
 from workers.agent.test_files import TreePlan, is_test_config, is_test_path, plan_verdict_tree
 from workers.agent.test_report import (
@@ -81,7 +82,7 @@ class VerdictRunner:
     def capture_setup(self) -> None:
         """Copy the private area as setup left it; every harness run starts from it."""
         self.scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
-        shutil.rmtree(self.private_copy, ignore_errors=True)
+        remove_tree(self.private_copy)
         shutil.copytree(self.config.private_dir, self.private_copy, symlinks=True,
                         ignore=shutil.ignore_patterns("etc"))
         self.hooks_after_setup = startup_hooks(self.private_copy / "venv")
@@ -120,7 +121,7 @@ class VerdictRunner:
         finally:
             writes = documents(request.kind, report_pipe.close())
             guard_writes = guard_pipe.close()
-            shutil.rmtree(where, ignore_errors=True)
+            remove_tree(where)  # the sandbox wrote there: deep trees, links
         tests = merge_reports(request.kind, writes) if not report_pipe.oversize else None
         output = result.stdout + ("\n" + result.stderr if result.stderr else "")
         if request.kind == "go-json" and writes:
