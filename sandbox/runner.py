@@ -2,7 +2,7 @@
 """FrogNano tool runner: the five Leaf tools plus the harness's `exec`, stdlib only.
 
 It is bind-mounted read-only into the sandbox and started as `python3 -I -S runner.py`,
-so it must not import anything from the project. Tool outputs follow leaf-contract §3
+so it must not import anything from the project. Tool outputs follow docs/LEAF_CONTRACT.md §3
 byte for byte, because the model was trained on exactly those shapes.
 
 Protocol (one JSON object per line, both directions; arguments are never spliced into a
