@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,21 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
 pytest_plugins = ("tests.conftest_gguf", "tests.redis_server", "tests.postgres_server")
+
+
+def unpack(tarball: Path, dest: Path) -> None:
+    """Extract one of tests/data's archives as plain data. Python before 3.11.4 (Debian
+    12's own 3.11.2 among them) has no extraction filters: check the members instead."""
+    with tarfile.open(tarball) as archive:
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(dest, filter="data")
+            return
+        for member in archive.getmembers():
+            parts = Path(member.name).parts
+            if not (member.isfile() or member.isdir()) or member.name.startswith("/") \
+                    or ".." in parts:
+                raise ValueError(f"{tarball.name}: refusing the member {member.name!r}")
+        archive.extractall(dest)  # every member checked above
 
 
 def git(cwd: Path, *args: str) -> str:

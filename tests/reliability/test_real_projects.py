@@ -14,13 +14,12 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.conftest import git, unpack
 from tests.reliability.conftest import Recorder
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
 from workers.agent.transcript import read_transcript
@@ -96,8 +95,7 @@ def _repo(project: Project, root: Path) -> Path:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             (source / name).write_text(text)
     else:
-        with tarfile.open(DATA / project.tarball) as archive:
-            archive.extractall(root / "src", filter="data")
+        unpack(DATA / project.tarball, root / "src")
     assert not (source / ".github" / "frognano.yml").exists()
     git(source, "init", "-q", "-b", "main")
     git(source, "add", "-A")

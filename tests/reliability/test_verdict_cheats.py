@@ -14,7 +14,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tarfile
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxConfig, open_sandbox
-from tests.conftest import git
+from tests.conftest import git, unpack
 from tests.reliability.conftest import Recorder
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
 from workers.agent.harness import SolveLimits, SolveResult, solve
@@ -230,8 +229,7 @@ def _wheels(project: Project, into: Path) -> Path | None:
 def checkout(request: pytest.FixtureRequest) -> Iterator[Checkout]:
     project = PROJECTS[request.param]
     with reachable_dir() as root:
-        with tarfile.open(DATA / project.tarball) as archive:
-            archive.extractall(root / "src", filter="data")
+        unpack(DATA / project.tarball, root / "src")
         source = root / "src" / project.name
         git(source, "init", "-q", "-b", "main")
         git(source, "add", "-A")
