@@ -98,6 +98,21 @@ def default_chat_template() -> str:
     return QWEN35_CHAT_TEMPLATE_PATH.read_text(encoding="utf-8")
 
 
+def _add_tokenizer(writer: Any, tokens: list[str], token_types: list[int],
+                   merges: list[str], ids: dict[str, int]) -> None:
+    """The byte-level Qwen tokenizer both generated models carry."""
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen35")
+    writer.add_token_list(tokens)
+    writer.add_token_types(token_types)
+    writer.add_token_merges(merges)
+    writer.add_eos_token_id(ids["<|im_end|>"])
+    writer.add_pad_token_id(ids["<|endoftext|>"])
+    # Qwen has no BOS; the id is still set (as in the real GGUFs) but never added.
+    writer.add_bos_token_id(ids["<|endoftext|>"])
+    writer.add_add_bos_token(False)
+
+
 def make_tiny_qwen35(
     path: Path,
     *,
@@ -160,16 +175,7 @@ def make_tiny_qwen35(
     writer.add_rope_freq_base(10_000_000.0)
     writer.add_rope_dimension_count(head_dim)
 
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen35")
-    writer.add_token_list(tokens)
-    writer.add_token_types(token_types)
-    writer.add_token_merges(merges)
-    writer.add_eos_token_id(ids["<|im_end|>"])
-    writer.add_pad_token_id(ids["<|endoftext|>"])
-    # Qwen has no BOS; the id is still set (as in the real GGUFs) but never added.
-    writer.add_bos_token_id(ids["<|endoftext|>"])
-    writer.add_add_bos_token(False)
+    _add_tokenizer(writer, tokens, token_types, merges, ids)
     if chat_template:
         writer.add_chat_template(chat_template)
 
@@ -372,15 +378,7 @@ def make_frognano_shaped(path: Path, *, scale: float = 1.0, context_length: int 
     writer.add_ssm_time_step_rank(v_heads)
     writer.add_ssm_inner_size(d_inner)
     writer.add_full_attention_interval(interval)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen35")
-    writer.add_token_list(tokens)
-    writer.add_token_types(token_types)
-    writer.add_token_merges(merges)
-    writer.add_eos_token_id(ids["<|im_end|>"])
-    writer.add_pad_token_id(ids["<|endoftext|>"])
-    writer.add_bos_token_id(ids["<|endoftext|>"])
-    writer.add_add_bos_token(False)
+    _add_tokenizer(writer, tokens, token_types, merges, ids)
     writer.add_chat_template(default_chat_template())
 
     rng = np.random.default_rng(seed)
