@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.triggers import Trigger
+from bot.triggers import Trigger, TriggerKind
 
 SIGNATURE_PREFIX = "sha256="
 RETRY_COMMAND = "/frognano retry"
@@ -177,6 +177,10 @@ class PullRequestEvent(_Model):
     repository: Repository
     sender: User
     installation: Installation
+
+
+# The deliveries about a pull request the bot may own (closed, reviewed, commented on).
+_PullEvent = PullRequestEvent | PullRequestReviewEvent | PullRequestReviewCommentEvent
 
 
 class IssueCommentEvent(_Model):
@@ -384,30 +388,35 @@ def _route_pull_request(payload: dict[str, Any], action: str, bot_login: str | N
     if action != "closed":
         return Ignore(f"pull_request.{action} is not handled")
     event = parse_pull_request_event(payload)
-    pull = event.pull_request
-    if pull.merged:
+    if event.pull_request.merged:
         return Ignore("pull request was merged")
+    issue = _bot_pull_issue(event, event.sender, bot_login)
+    if isinstance(issue, Ignore):
+        return issue
+    return _pull_trigger(event, delivery_id, issue, "closed", event.sender.login)
+
+
+def _bot_pull_issue(event: _PullEvent, author: User, bot_login: str | None) -> int | Ignore:
+    """The issue behind the bot's own PR, for a delivery neither sent nor written by
+    the bot."""
+    pull = event.pull_request
     if not is_own_sender(pull.user, bot_login):
         return Ignore("pull request the bot did not open")
-    if is_own_sender(event.sender, bot_login):
+    if is_own_sender(event.sender, bot_login) or is_own_sender(author, bot_login):
         return Ignore("sent by the bot itself")
     match = _BOT_BRANCH_RE.fullmatch(pull.head.ref)
     if match is None:
         return Ignore(f"the bot's pull request has a branch it does not use: {pull.head.ref!r}")
+    return int(match.group(1))
+
+
+def _pull_trigger(event: _PullEvent, delivery_id: str, issue: int, kind: TriggerKind,
+                  actor: str, **extra: Any) -> Trigger:
     return Trigger(
         delivery_id=delivery_id, installation_id=event.installation.id,
         owner=event.repository.owner.login, repo=event.repository.name,
-        issue_number=int(match.group(1)), kind="closed", actor=event.sender.login,
-        pull_number=pull.number)
-
-
-def _bot_pull_issue_number(pull: PullRequest, bot_login: str | None) -> int | Ignore:
-    if not is_own_sender(pull.user, bot_login):
-        return Ignore("pull request the bot did not open")
-    match = _BOT_BRANCH_RE.fullmatch(pull.head.ref)
-    if match is None:
-        return Ignore(f"the bot's pull request has a branch it does not use: {pull.head.ref!r}")
-    return int(match.group(1))
+        issue_number=issue, kind=kind, actor=actor, pull_number=event.pull_request.number,
+        **extra)
 
 
 def _route_review(payload: dict[str, Any], action: str, bot_login: str | None,
@@ -418,9 +427,7 @@ def _route_review(payload: dict[str, Any], action: str, bot_login: str | None,
         return Ignore(f"pull_request_review.{action} is not handled")
     event = _parse(PullRequestReviewEvent, "pull_request_review", payload)
     review = event.review
-    if is_own_sender(event.sender, bot_login) or is_own_sender(review.user, bot_login):
-        return Ignore("sent by the bot itself")
-    issue = _bot_pull_issue_number(event.pull_request, bot_login)
+    issue = _bot_pull_issue(event, review.user, bot_login)
     if isinstance(issue, Ignore):
         return issue
     command = parse_command(review.body)
@@ -428,11 +435,8 @@ def _route_review(payload: dict[str, Any], action: str, bot_login: str | None,
         return Ignore(f"review is {review.state}, not changes requested")
     if command is not None and is_cancel_command(review.body):
         return Ignore("a cancel is a comment, not a review")
-    return Trigger(
-        delivery_id=delivery_id, installation_id=event.installation.id,
-        owner=event.repository.owner.login, repo=event.repository.name,
-        issue_number=issue, kind="review", actor=review.user.login,
-        pull_number=event.pull_request.number, review_id=review.id,
+    return _pull_trigger(
+        event, delivery_id, issue, "review", review.user.login, review_id=review.id,
         guidance=review_feedback(command if command is not None else review.body or "", []))
 
 
@@ -443,18 +447,12 @@ def _route_review_comment(payload: dict[str, Any], action: str, bot_login: str |
         return Ignore(f"pull_request_review_comment.{action} is not handled")
     event = _parse(PullRequestReviewCommentEvent, "pull_request_review_comment", payload)
     comment = event.comment
-    if is_own_sender(event.sender, bot_login) or is_own_sender(comment.user, bot_login):
-        return Ignore("sent by the bot itself")
-    issue = _bot_pull_issue_number(event.pull_request, bot_login)
+    issue = _bot_pull_issue(event, comment.user, bot_login)
     if isinstance(issue, Ignore):
         return issue
     if parse_command(comment.body) is None:
         return Ignore("review comment is not a /frognano command")
     if is_cancel_command(comment.body):
         return Ignore("a cancel is an issue or pull request comment, not a review comment")
-    return Trigger(
-        delivery_id=delivery_id, installation_id=event.installation.id,
-        owner=event.repository.owner.login, repo=event.repository.name,
-        issue_number=issue, kind="review", actor=comment.user.login,
-        pull_number=event.pull_request.number, review_comment_id=comment.id,
-        guidance=review_feedback("", [comment]))
+    return _pull_trigger(event, delivery_id, issue, "review", comment.user.login,
+                         review_comment_id=comment.id, guidance=review_feedback("", [comment]))
