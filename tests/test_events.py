@@ -365,6 +365,9 @@ def test_a_commenting_review_that_is_a_command_continues_too() -> None:
     (reviewed("approved"), "review is approved, not changes requested"),
     (reviewed("commented", "nice"), "review is commented, not changes requested"),
     (reviewed(reviewer=BOT), "sent by the bot itself"),
+    # Written by the bot, delivered with a person as sender (an edit, a re-delivery).
+    ({**reviewed(reviewer=BOT), "sender": {"login": "alice", "type": "User"}},
+     "sent by the bot itself"),
     (reviewed(author="mallory"), "pull request the bot did not open"),
     (reviewed(head="main"), "the bot's pull request has a branch it does not use: 'main'"),
     ({**reviewed(), "action": "dismissed"}, "pull_request_review.dismissed is not handled"),
@@ -387,6 +390,8 @@ def test_a_review_comment_command_carries_file_line_and_hunk() -> None:
 @pytest.mark.parametrize(("payload", "reason"), [
     (review_commented("plain remark"), "review comment is not a /frognano command"),
     (review_commented("/frognano fix", author=BOT), "sent by the bot itself"),
+    ({**review_commented("/frognano fix", author=BOT),
+      "sender": {"login": "alice", "type": "User"}}, "sent by the bot itself"),
     (review_commented("/frognano fix", pr_author="mallory"),
      "pull request the bot did not open"),
 ])
