@@ -25,7 +25,6 @@ from bot.messages import (
     invalid_config,
     pr_body,
     review_not_pushed,
-    review_pushed,
     status_cancelled,
     status_done,
     status_failed,
@@ -38,8 +37,8 @@ from workers.agent.events import Outputs, Triggered
 from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
 from workers.coordination import IssueCoordinator
-from workers.hostgit import HostRepo
-from workers.publish import BranchMoved, branch_for, push_and_open_pull, push_on_top
+from workers.publish import branch_for, push_and_open_pull
+from workers.review_publish import publish_review
 from workers.run_path import NoTestCommand, decide, execute, open_workspace, prepare
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
@@ -161,8 +160,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         return decision.outcome
     message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
     if reviewing:
-        return _publish_review(rt, trigger, generation, host, result, report, status,
-                               f"[FrogNano] {issue.title}", message)
+        return publish_review(rt, trigger, generation, host, result, report, status,
+                              f"[FrogNano] {issue.title}", message)
     pull = push_and_open_pull(
         github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
         snapshot=result.snapshot, issue_number=trigger.issue_number,
@@ -182,35 +181,6 @@ def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
     comments = [c for c in rt.github.review_comments(repo, trigger.pull_number,
                                                      trigger.review_id) if c.author != bot]
     return "\n\n".join(p for p in (trigger.guidance, review_comments_text(comments)) if p)
-
-
-def _publish_review(rt: Runtime, trigger: Trigger, generation: int, host: HostRepo,
-                    result: SolveResult, report: RunReport, status: StatusComment,
-                    title: str, message: str) -> str:
-    """A review's passing change: a new commit on the PR branch, a reply, the PR body's
-    test report updated; a conflict with commits pushed meanwhile leaves the branch."""
-    repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
-    branch = branch_for(trigger.issue_number)
-    pull_number = trigger.pull_number or trigger.issue_number
-    assert result.snapshot is not None  # decide() publishes only a readable change
-    try:
-        commit, replayed_on = push_on_top(
-            github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
-            snapshot=result.snapshot, branch=branch, message=message)
-    except BranchMoved as exc:
-        rt.github.comment(repo, pull_number, review_not_pushed(str(exc)))
-        status.set(status_failed(str(exc), generation))
-        return "conflict"
-    pull = rt.github.find_open_pull(repo, branch)
-    if pull is not None:
-        rt.github.update_pull(repo, pull.number, title=title, body=pr_body(report))
-    reply = review_pushed(trigger.actor, commit, report.final_summary, replayed_on)
-    if trigger.review_comment_id is not None:  # answered where it was asked
-        rt.github.reply_to_review_comment(repo, pull_number, trigger.review_comment_id, reply)
-    else:
-        rt.github.comment(repo, pull_number, reply)
-    status.set(status_done(pull.url if pull else branch, generation))
-    return "pushed"
 
 
 def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult
