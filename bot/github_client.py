@@ -17,7 +17,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar, cast, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast, get_args
 from urllib.parse import quote, urlsplit
 
 from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
@@ -46,6 +46,9 @@ from bot.github_api import (
 )
 from bot.settings import BotSettings
 
+if TYPE_CHECKING:
+    from githubkit_schemas.v2022_11_28.rest import RestNamespace
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -53,6 +56,16 @@ ReactionContent = Literal["+1", "-1", "laugh", "confused", "heart", "hooray", "r
 _CLOCK_SKEW_SECONDS = 5
 _BOT_LOGIN_TTL_S = 600.0
 _PERMISSIONS: tuple[Permission, ...] = ("admin", "maintain", "write", "triage", "read", "none")
+# The REST API version the bot speaks, not githubkit's latest (2026-03-10): 2022-11-28 is
+# what every GitHub still serves (github.com, GHEC, Enterprise Server) and the version of
+# the OpenAPI description the tests check each request against (the fake GitHub answers a
+# 400 to any other X-GitHub-Api-Version). Its models come from githubkit-schemas[2022-11-28].
+REST_API_VERSION: Final = "2022-11-28"
+
+
+def _rest(gh: GitHub[Any]) -> RestNamespace:
+    """githubkit's REST endpoints at `REST_API_VERSION` (each sends it in its header)."""
+    return gh.rest(REST_API_VERSION)
 
 
 @functools.cache
@@ -211,7 +224,7 @@ class GitHubAppClient:
     def installation_token(self, repo: RepoRef) -> str:
         response = self._must(
             None, f"mint installation token for {repo.full_name}",
-            lambda gh: gh.rest.apps.create_installation_access_token(repo.installation_id))
+            lambda gh: _rest(gh).apps.create_installation_access_token(repo.installation_id))
         return response.parsed_data.token
 
     def clone_url(self, repo: RepoRef) -> str:
@@ -223,7 +236,7 @@ class GitHubAppClient:
         now = time.monotonic()
         if self._bot_login is not None and now - self._bot_login[1] < _BOT_LOGIN_TTL_S:
             return self._bot_login[0]
-        response = self._must(None, "GET /app", lambda gh: gh.rest.apps.get_authenticated())
+        response = self._must(None, "GET /app", lambda gh: _rest(gh).apps.get_authenticated())
         app = response.parsed_data
         if app is None or not app.slug:
             raise GitHubError("GET /app: the App has no slug")
@@ -232,12 +245,12 @@ class GitHubAppClient:
 
     def default_branch(self, repo: RepoRef) -> str:
         response = self._must(repo, f"GET repo {repo.full_name}",
-                              lambda gh: gh.rest.repos.get(repo.owner, repo.name))
+                              lambda gh: _rest(gh).repos.get(repo.owner, repo.name))
         return response.parsed_data.default_branch
 
     def read_file(self, repo: RepoRef, path: str, ref: str) -> str | None:
         response = self._call(repo, f"GET {repo.full_name}:{path}@{ref}",
-                              lambda gh: gh.rest.repos.get_content(repo.owner, repo.name, path,
+                              lambda gh: _rest(gh).repos.get_content(repo.owner, repo.name, path,
                                                                    ref=ref),
                               ok_statuses=(404,))
         if response is None:
@@ -250,7 +263,7 @@ class GitHubAppClient:
     def permission(self, repo: RepoRef, username: str) -> Permission:
         response = self._call(
             repo, f"GET permission of {username} on {repo.full_name}",
-            lambda gh: gh.rest.repos.get_collaborator_permission_level(repo.owner, repo.name,
+            lambda gh: _rest(gh).repos.get_collaborator_permission_level(repo.owner, repo.name,
                                                                     username),
             ok_statuses=(404,))
         if response is None:
@@ -267,7 +280,8 @@ class GitHubAppClient:
 
     def issue(self, repo: RepoRef, number: int) -> IssueInfo:
         data = self._must(repo, f"GET issue {repo.full_name}#{number}",
-                          lambda gh: gh.rest.issues.get(repo.owner, repo.name, number)).parsed_data
+                          lambda gh: _rest(gh).issues.get(repo.owner, repo.name, number)
+                          ).parsed_data
         return IssueInfo(number=data.number, title=data.title, body=data.body or "",
                          state=data.state, author=data.user.login if data.user else "",
                          is_pull_request=bool(data.pull_request))
@@ -275,8 +289,9 @@ class GitHubAppClient:
     def comments(self, repo: RepoRef, number: int) -> list[CommentInfo]:
 
         def fetch_all(gh: GitHub[Any]) -> list[CommentInfo]:
-            pages: Iterator[Any] = gh.rest.paginate(gh.rest.issues.list_comments, owner=repo.owner,
-                                     repo=repo.name, issue_number=number, per_page=100)
+            pages: Iterator[Any] = gh.rest.paginate(
+                _rest(gh).issues.list_comments, owner=repo.owner, repo=repo.name,
+                issue_number=number, per_page=100)
             return [CommentInfo(id=c.id, author=c.user.login if c.user else "",
                                 body=c.body or "") for c in pages]
 
@@ -291,7 +306,7 @@ class GitHubAppClient:
             bot = self.bot_login()
             # githubkit types `since` as a datetime; GitHub's own format is the string.
             pages: Iterator[Any] = gh.rest.paginate(  # type: ignore[call-overload]
-                gh.rest.issues.list_comments, owner=repo.owner, repo=repo.name,
+                _rest(gh).issues.list_comments, owner=repo.owner, repo=repo.name,
                 issue_number=number, since=since, per_page=100)
             for c in pages:
                 if c.body == body and c.user is not None and c.user.login == bot:
@@ -300,7 +315,7 @@ class GitHubAppClient:
 
         comment_id = self._call(
             repo, f"POST comment on {repo.full_name}#{number}",
-            lambda gh: gh.rest.issues.create_comment(repo.owner, repo.name, number,
+            lambda gh: _rest(gh).issues.create_comment(repo.owner, repo.name, number,
                                                      body=body).parsed_data.id,
             already_done=posted_already)
         assert comment_id is not None
@@ -308,7 +323,7 @@ class GitHubAppClient:
 
     def edit_comment(self, repo: RepoRef, comment_id: int, body: str) -> None:
         self._must(repo, f"PATCH comment {comment_id} on {repo.full_name}",
-                   lambda gh: gh.rest.issues.update_comment(repo.owner, repo.name, comment_id,
+                   lambda gh: _rest(gh).issues.update_comment(repo.owner, repo.name, comment_id,
                                                          body=body))
 
     def react(self, repo: RepoRef, content: str, *, issue_number: int | None = None,
@@ -320,32 +335,32 @@ class GitHubAppClient:
         reaction = cast(ReactionContent, content)
         if comment_id is not None:
             self._must(repo, f"POST reaction on comment {comment_id} of {repo.full_name}",
-                       lambda gh: gh.rest.reactions.create_for_issue_comment(
+                       lambda gh: _rest(gh).reactions.create_for_issue_comment(
                            repo.owner, repo.name, comment_id, content=reaction))
         else:
             assert issue_number is not None
             self._must(repo, f"POST reaction on {repo.full_name}#{issue_number}",
-                       lambda gh: gh.rest.reactions.create_for_issue(
+                       lambda gh: _rest(gh).reactions.create_for_issue(
                            repo.owner, repo.name, issue_number, content=reaction))
 
     # -- labels ---------------------------------------------------------------------------
 
     def ensure_label(self, repo: RepoRef, name: str, color: str, description: str) -> None:
         existing = self._call(repo, f"GET label {name!r} of {repo.full_name}",
-                              lambda gh: gh.rest.issues.get_label(repo.owner, repo.name, name),
+                              lambda gh: _rest(gh).issues.get_label(repo.owner, repo.name, name),
                               ok_statuses=(404,))
         if existing is not None:
             return
         # Someone (maybe a concurrent run) may create it between our GET and POST.
         with contextlib.suppress(AlreadyExists):
             self._must(repo, f"POST label {name!r} on {repo.full_name}",
-                       lambda gh: gh.rest.issues.create_label(
+                       lambda gh: _rest(gh).issues.create_label(
                            repo.owner, repo.name, name=name, color=color.lstrip("#"),
                            description=description))
 
     def add_labels(self, repo: RepoRef, number: int, labels: list[str]) -> None:
         self._must(repo, f"POST labels on {repo.full_name}#{number}",
-                   lambda gh: gh.rest.issues.add_labels(repo.owner, repo.name, number,
+                   lambda gh: _rest(gh).issues.add_labels(repo.owner, repo.name, number,
                                                      data={"labels": labels}))
 
     # -- pull requests --------------------------------------------------------------------
@@ -353,7 +368,7 @@ class GitHubAppClient:
     def find_open_pull(self, repo: RepoRef, head_branch: str) -> PullInfo | None:
         response = self._must(
             repo, f"GET pulls of {repo.full_name} with head {head_branch}",
-            lambda gh: gh.rest.pulls.list(repo.owner, repo.name,
+            lambda gh: _rest(gh).pulls.list(repo.owner, repo.name,
                                        head=f"{repo.owner}:{head_branch}", state="open"))
         pulls = response.parsed_data
         return _pull_info(pulls[0]) if pulls else None
@@ -366,7 +381,7 @@ class GitHubAppClient:
 
         pull = self._call(
             repo, f"POST draft pull {head} -> {base} on {repo.full_name}",
-            lambda gh: _pull_info(gh.rest.pulls.create(repo.owner, repo.name, title=title,
+            lambda gh: _pull_info(_rest(gh).pulls.create(repo.owner, repo.name, title=title,
                                                        body=body, head=head, base=base,
                                                        draft=True).parsed_data),
             already_done=opened_already)
@@ -376,7 +391,7 @@ class GitHubAppClient:
     def update_pull(self, repo: RepoRef, number: int, *, title: str, body: str) -> PullInfo:
         response = self._must(
             repo, f"PATCH pull {repo.full_name}#{number}",
-            lambda gh: gh.rest.pulls.update(repo.owner, repo.name, number, title=title,
+            lambda gh: _rest(gh).pulls.update(repo.owner, repo.name, number, title=title,
                                          body=body))
         return _pull_info(response.parsed_data)
 
@@ -384,7 +399,7 @@ class GitHubAppClient:
                         ) -> list[ReviewCommentInfo]:
         def fetch_all(gh: GitHub[Any]) -> list[ReviewCommentInfo]:
             pages: Iterator[Any] = gh.rest.paginate(
-                gh.rest.pulls.list_comments_for_review, owner=repo.owner, repo=repo.name,
+                _rest(gh).pulls.list_comments_for_review, owner=repo.owner, repo=repo.name,
                 pull_number=number, review_id=review_id, per_page=100)
             return [_review_comment_info(c) for c in pages]
 
@@ -396,7 +411,7 @@ class GitHubAppClient:
         def posted_already(gh: GitHub[Any]) -> int | None:
             bot = self.bot_login()
             pages: Iterator[Any] = gh.rest.paginate(
-                gh.rest.pulls.list_review_comments, owner=repo.owner, repo=repo.name,
+                _rest(gh).pulls.list_review_comments, owner=repo.owner, repo=repo.name,
                 pull_number=number, per_page=100)
             for c in pages:
                 if (c.in_reply_to_id == comment_id and c.body == body and c.user is not None
@@ -406,7 +421,7 @@ class GitHubAppClient:
 
         reply_id = self._call(
             repo, f"POST reply to review comment {comment_id} on {repo.full_name}#{number}",
-            lambda gh: gh.rest.pulls.create_reply_for_review_comment(
+            lambda gh: _rest(gh).pulls.create_reply_for_review_comment(
                 repo.owner, repo.name, number, comment_id, body=body).parsed_data.id,
             already_done=posted_already)
         assert reply_id is not None
@@ -417,7 +432,7 @@ class GitHubAppClient:
             return
         try:
             self._must(repo, f"POST review request on {repo.full_name}#{number}",
-                       lambda gh: gh.rest.pulls.request_reviewers(repo.owner, repo.name, number,
+                       lambda gh: _rest(gh).pulls.request_reviewers(repo.owner, repo.name, number,
                                                                reviewers=reviewers))
         except ValidationFailed as exc:
             # GitHub refuses to ask a PR's author to review it; where the trigger is
@@ -485,7 +500,7 @@ async def convert_manifest_code(api_url: str, code: str, *,
     async with GitHub(base_url=api_url.rstrip("/"), auto_retry=False, http_cache=False,
                       timeout=timeout_seconds, ssl_verify=_tls_context()) as gh:
         try:
-            response = await gh.rest.apps.async_create_from_manifest(quote(code, safe=""))
+            response = await _rest(gh).apps.async_create_from_manifest(quote(code, safe=""))
         except RequestFailed as exc:
             status = exc.response.status_code
             github_message, codes = _error_details(exc)

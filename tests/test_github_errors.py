@@ -17,8 +17,9 @@ from bot.github_api import (
     ServerError,
     ValidationFailed,
 )
-from bot.github_client import GitHubAppClient
+from bot.github_client import REST_API_VERSION, GitHubAppClient
 from tests.fake_github import FakeGitHub
+from tests.fake_github.openapi_spec import DESCRIPTION_API_VERSION
 from tests.fake_github.server import INSTALLATION_ID
 
 pytest_plugins = ("tests.fake_github.fixtures",)
@@ -54,7 +55,7 @@ def test_a_duplicate_label_is_already_exists(fake: FakeGitHub) -> None:
     fake.add_label(OWNER, NAME, "bug", "d93f0b")
     client = make_client(fake)
     with pytest.raises(AlreadyExists) as caught:
-        client._must(REPO, "POST label", lambda gh: gh.rest.issues.create_label(
+        client._must(REPO, "POST label", lambda gh: gh.rest(REST_API_VERSION).issues.create_label(
             OWNER, NAME, name="bug", color="d93f0b"))
     assert isinstance(caught.value, ValidationFailed)
     assert "already_exists" in caught.value.codes
@@ -125,3 +126,22 @@ def test_the_fake_checks_types_as_github_does() -> None:
         assert named.status_code == 200 and loose.issue_labels(OWNER, NAME, 7) == ["bug"]
     finally:
         loose.stop()
+
+
+def test_the_client_speaks_the_api_version_of_the_fakes_description(fake: FakeGitHub) -> None:
+    client = make_client(fake)
+    client.comment(REPO, 7, "hello")
+    client.issue(REPO, 7)
+    spoken = {r.api_version for r in fake.api_requests() if r.kind == "api"}
+    assert spoken == {DESCRIPTION_API_VERSION} == {REST_API_VERSION}
+
+
+def test_the_fake_refuses_another_api_version_as_github_does(fake: FakeGitHub) -> None:
+    # githubkit's own default namespace speaks its latest version, not the description's.
+    client = make_client(fake)
+    with pytest.raises(GitHubError) as caught:
+        client._must(REPO, "GET issue", lambda gh: gh.rest.issues.get(OWNER, NAME, 7))
+    assert caught.value.status == 400
+    assert "Unsupported 'X-GitHub-Api-Version' header" in caught.value.github_message
+    assert [v for v in fake.violations if "X-GitHub-Api-Version" in v], fake.violations
+    fake.violations.clear()  # seen: the fixture fails on any left

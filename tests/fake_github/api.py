@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.fake_github import objects
 from tests.fake_github.git_http import run_http_backend
+from tests.fake_github.openapi_spec import DESCRIPTION_API_VERSION
 from tests.fake_github.server import (
     ABORT_EXTENSION,
     ROLE_TO_PERMISSION,
@@ -100,8 +101,13 @@ class FakeGitHubMiddleware:
                                  checked=fault is None and denial is None)
             await send(message)
 
+        hook = self.fake.take_hook(method, path)
+        if hook is not None:
+            await anyio.to_thread.run_sync(hook)
         fault = self._take_fault(method, path)
         credential, denial = self._authenticate(kind, headers, path)
+        if kind in ("api", "app") and denial is None:
+            denial = self._version_denial(method, path, headers)
         if fault is not None and fault.drop is not None:
             await self._drop(scope, fault.drop, body, credential, denial)
             return
@@ -159,7 +165,7 @@ class FakeGitHubMiddleware:
                 response_body: bytes, *, checked: bool) -> None:
         self.fake.requests.append(RecordedRequest(
             method, path, query, status, _decode(body) if kind != "git" else None,
-            credential, kind))
+            credential, kind, headers.get("x-github-api-version")))
         if kind in ("api", "app") and checked and 200 <= status < 300 and \
                 self.fake.checker is not None:
             errors = self.fake.checker.response_errors(
@@ -176,6 +182,21 @@ class FakeGitHubMiddleware:
                         self.fake.faults.remove(fault)
                     return fault
         return None
+
+    def _version_denial(self, method: str, path: str,
+                        headers: dict[str, str]) -> Response | None:
+        """GitHub answers 400 to an API version it does not serve; the fake serves only
+        its description's (no header means that one, as on GitHub). Also a violation: a
+        client speaking another version is checked against the wrong description."""
+        asked = headers.get("x-github-api-version")
+        if asked is None or asked == DESCRIPTION_API_VERSION:
+            return None
+        self.fake.violations.append(
+            f"{method} {path}: X-GitHub-Api-Version {asked}, but the OpenAPI description "
+            f"is {DESCRIPTION_API_VERSION}'s")
+        return _json(400, objects.error(
+            f"Unsupported 'X-GitHub-Api-Version' header: {asked}. Supported versions are: "
+            f"{DESCRIPTION_API_VERSION}", 400))
 
     def _authenticate(self, kind: str, headers: dict[str, str],
                       path: str) -> tuple[str | None, Response | None]:

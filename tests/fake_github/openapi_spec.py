@@ -25,6 +25,11 @@ from openapi_core import Config, OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
 
 OCTOKIT_OPENAPI_VERSION = "23.0.2"
+# The REST API version that description is of: @octokit/openapi builds
+# generated/api.github.com.json from GitHub's descriptions/api.github.com/api.github.com.json,
+# the 2022-11-28 one (the file names no version; newer ones are separate files upstream,
+# not in the npm package). The fake serves this version only.
+DESCRIPTION_API_VERSION = "2022-11-28"
 SPEC_MEMBER = "package/generated/api.github.com.json"
 GITHUB_API = "https://api.github.com"
 # `{path}` of the contents API spans slashes, which openapi-core's path matcher does not.

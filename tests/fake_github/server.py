@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,6 +53,7 @@ class RecordedRequest:
     body: Any  # parsed JSON when it was JSON, else text (git bodies are left out)
     credential: str | None  # the installation token or "jwt:<iss>" it carried
     kind: str  # "api", "app" or "git"
+    api_version: str | None = None  # the X-GitHub-Api-Version header it carried
     at: float = field(default_factory=time.monotonic)  # when it was answered
 
 
@@ -76,6 +78,14 @@ class Fault:
     # "before": close the connection without serving the request; "after": serve it (the
     # change happens) and close the connection instead of answering; None: answer `status`.
     drop: str | None = None
+
+
+@dataclass
+class Hook:
+    method: str
+    path: re.Pattern[str]
+    action: Callable[[], None]
+    times: int
 
 
 @dataclass
@@ -205,6 +215,7 @@ class FakeGitHub:
         self.issued_tokens: list[IssuedToken] = []
         self.violations: list[str] = []  # OpenAPI findings on requests and responses
         self.faults: list[Fault] = []
+        self.hooks: list[Hook] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # the App manifest flow
         self.webhook_secret: str | None = None  # set when an App is made from a manifest
         self._ids = iter(range(1_000_001, 10**9))
@@ -383,6 +394,24 @@ class FakeGitHub:
         with self.lock:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), 0, {}, {}, times,
                                      "after" if after_processing else "before"))
+
+    def on_next(self, method: str, path_regex: str, action: Callable[[], None], *,
+                times: int = 1) -> None:
+        """Call `action` when the next `times` matching requests arrive, before they are
+        served (and before any fault): a test acts at that moment, e.g. pushes to a branch
+        while the bot's push is in flight. It runs in a thread; the fake keeps serving."""
+        with self.lock:
+            self.hooks.append(Hook(method.upper(), re.compile(path_regex), action, times))
+
+    def take_hook(self, method: str, path: str) -> Callable[[], None] | None:
+        with self.lock:
+            for hook in self.hooks:
+                if hook.method == method and hook.path.search(path):
+                    hook.times -= 1
+                    if hook.times <= 0:
+                        self.hooks.remove(hook)
+                    return hook.action
+        return None
 
     def confirm_manifest(self, manifest: dict[str, Any], org: str | None) -> ManifestCode:
         """What github.com does when the user confirms a posted manifest: a one-time code."""
