@@ -104,6 +104,9 @@ class FakeGitHubMiddleware:
         hook = self.fake.take_hook(method, path)
         if hook is not None:
             await anyio.to_thread.run_sync(hook)
+        hook = self.fake.take_hook(method, path)
+        if hook is not None:
+            await anyio.to_thread.run_sync(hook)
         fault = self._take_fault(method, path)
         credential, denial = self._authenticate(kind, headers, path)
         if kind in ("api", "app") and denial is None:

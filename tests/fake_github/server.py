@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -78,6 +79,14 @@ class Fault:
     # "before": close the connection without serving the request; "after": serve it (the
     # change happens) and close the connection instead of answering; None: answer `status`.
     drop: str | None = None
+
+
+@dataclass
+class Hook:
+    method: str
+    path: re.Pattern[str]
+    action: Callable[[], None]
+    times: int
 
 
 @dataclass
@@ -215,6 +224,7 @@ class FakeGitHub:
         self.issued_tokens: list[IssuedToken] = []
         self.violations: list[str] = []  # OpenAPI findings on requests and responses
         self.faults: list[Fault] = []
+        self.hooks: list[Hook] = []
         self.hooks: list[Hook] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # the App manifest flow
         self.webhook_secret: str | None = None  # set when an App is made from a manifest
@@ -394,6 +404,24 @@ class FakeGitHub:
         with self.lock:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), 0, {}, {}, times,
                                      "after" if after_processing else "before"))
+
+    def on_next(self, method: str, path_regex: str, action: Callable[[], None], *,
+                times: int = 1) -> None:
+        """Call `action` when the next `times` matching requests arrive, before they are
+        served (and before any fault): a test acts at that moment, e.g. pushes to a branch
+        while the bot's push is in flight. It runs in a thread; the fake keeps serving."""
+        with self.lock:
+            self.hooks.append(Hook(method.upper(), re.compile(path_regex), action, times))
+
+    def take_hook(self, method: str, path: str) -> Callable[[], None] | None:
+        with self.lock:
+            for hook in self.hooks:
+                if hook.method == method and hook.path.search(path):
+                    hook.times -= 1
+                    if hook.times <= 0:
+                        self.hooks.remove(hook)
+                    return hook.action
+        return None
 
     def on_next(self, method: str, path_regex: str, action: Callable[[], None], *,
                 times: int = 1) -> None:
