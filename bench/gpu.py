@@ -4,10 +4,13 @@ On a random-weight GGUF with FrogNano-4B's shape (tests/gguf_factory.py; speed d
 shapes and quantisation, not weight values): load time, prefill and decode after 8k and
 32k tokens, the 30-turn Leaf-shaped session (a Read call per turn, ~1,500 characters of
 tool output) append-only with each recovery state and re-rendered, VRAM, and runs per
-hour for N concurrent sessions, each its own process with its own resident model.
+hour for N concurrent sessions, each its own process with its own resident model
+(bench/runs_per_gpu.py).
 
 Every figure is appended to results.jsonl as soon as it is measured (a timeout on a
 short GPU loan still leaves what was measured), then rendered into docs/BENCHMARKS.md.
+The most wanted figures come first, and a step that would not fit in the time budget
+(one 600 s device call) is skipped with a line saying so.
 Without GPU offload it is skipped unless `--cpu-scale` asks for the small CPU run (the
 same code at a fraction of the shape, which is how it is tested).
 """
@@ -23,7 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +47,12 @@ class Plan:
     rerender_turns: int
     concurrency: tuple[int, ...]
     n_threads: int | None
+    budget_s: float  # for the whole measurement; what would not fit is skipped
 
 
-GPU_PLAN = Plan("gpu", 1.0, 65536, (8192, 32768), 64, 30, 1500, 12, (1, 2, 4, 8), None)
-CPU_PLAN = Plan("cpu-scale", 0.1, 16384, (512, 2048), 16, 30, 150, 6, (1, 2), 2)
+# 510 s: the device's one 600 s call, less gpu_bench.sh's own start and a margin.
+GPU_PLAN = Plan("gpu", 1.0, 65536, (8192, 32768), 64, 30, 1500, 12, (1, 2, 4, 8), None, 510)
+CPU_PLAN = Plan("cpu-scale", 0.1, 16384, (512, 2048), 16, 30, 150, 6, (1, 2), 2, 3600)
 
 
 class Results:
@@ -107,9 +113,10 @@ def _endoftext_bias(model: Any) -> dict[int, float]:
 
 
 def session(path: Path, settings: Any, recovery: str | None, turns: int, tool_chars: int,
-            rerender: bool = False) -> dict[str, Any]:
+            rerender: bool = False, ready: Callable[[], None] | None = None) -> dict[str, Any]:
     """One Leaf-shaped session: each turn a grammar-forced Read call, answered by
-    `tool_chars` characters of file content."""
+    `tool_chars` characters of file content. `ready` is called once the model is loaded,
+    before the first turn (the runs-per-GPU barrier)."""
     from bench.prompt_reuse import GRAMMAR, SYSTEM, TOOLS
     from workers.models.base import Sampling, TurnBudget
     from workers.models.llama_cpp import LlamaCppModel
@@ -126,8 +133,11 @@ def session(path: Path, settings: Any, recovery: str | None, turns: int, tool_ch
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": "Fix src/app.py."}]
     line = "    return a - b  # src/app.py, a line of the file being read\n"
-    sent = evaluated = fallbacks = 0
+    sent = evaluated = fallbacks = generated = 0
+    decode_s = 0.0
     times: list[float] = []
+    if ready is not None:
+        ready()
     for index in range(turns):
         if rerender and index:
             model = new_model()
@@ -136,6 +146,8 @@ def session(path: Path, settings: Any, recovery: str | None, turns: int, tool_ch
         times.append(time.perf_counter() - started)
         sent += turn.usage.prompt_tokens
         evaluated += turn.usage.prompt_tokens_evaluated
+        generated += turn.usage.completion_tokens
+        decode_s += turn.usage.completion_seconds
         fallbacks += model.last_prompt_path == "full" and not rerender
         body = "".join(f"{n + 1}\t{line}" for n in range(max(1, tool_chars // (len(line) + 3))))
         messages += [turn.to_message(), {"role": "tool", "tool_call_id": turn.tool_calls[0].id,
@@ -143,7 +155,8 @@ def session(path: Path, settings: Any, recovery: str | None, turns: int, tool_ch
     snapshot = model._conversation.snapshot if model._conversation else None
     return {"wall_s": sum(times), "last_turns_s": sum(times[-3:]) / min(3, len(times)),
             "sent": sent, "evaluated": evaluated, "prompt_tokens": turn.usage.prompt_tokens,
-            "fallbacks": fallbacks, "recovery_bytes": len(snapshot.state) if snapshot else 0}
+            "fallbacks": fallbacks, "recovery_bytes": len(snapshot.state) if snapshot else 0,
+            "completion_tokens": generated, "completion_s": decode_s}
 
 
 def prefill_decode(path: Path, settings: Any, tokens: int, decode: int) -> tuple[float, float, int]:
@@ -166,39 +179,17 @@ def prefill_decode(path: Path, settings: Any, tokens: int, decode: int) -> tuple
             usage.completion_tokens / usage.completion_seconds, usage.prompt_tokens_evaluated)
 
 
-def concurrent_sessions(path: Path, plan: Plan, n: int) -> list[dict[str, Any]]:
-    """N sessions at once, each in its own process with its own resident model."""
-    threads = None if plan.n_threads is None else max(1, (os.cpu_count() or 1) // n)
-    args = json.dumps({"path": str(path), "plan": asdict(replace(plan, n_threads=threads))})
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    children = [subprocess.Popen([sys.executable, "-m", "bench.gpu", "--child", args], cwd=ROOT,
-                                 env=env, stdout=subprocess.PIPE, text=True) for _ in range(n)]
-    results = []
-    for child in children:
-        out, _ = child.communicate(timeout=3600)
-        if child.returncode == 0:
-            results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
-
-
-def _child(arg: str) -> int:
-    spec = json.loads(arg)
-    plan = Plan(**{**spec["plan"], "prefill": tuple(spec["plan"]["prefill"]),
-                   "concurrency": tuple(spec["plan"]["concurrency"])})
-    print(json.dumps(session(Path(spec["path"]), _settings(plan), "partial", plan.turns,
-                             plan.tool_chars)))
-    return 0
-
-
 def measure(plan: Plan, out: Path) -> Path:
+    from bench.runs_per_gpu import measure_runs
     from tests.gguf_factory import frognano_shape, make_frognano_shaped
     from workers.models.llama_resident import load_resident, unload_all
 
+    deadline = time.monotonic() + plan.budget_s
     results = Results(out / "results.jsonl")
     device = device_name()
     results.add("device", None, "", device=device, kind=plan.kind, scale=plan.scale,
                 shape=frognano_shape(plan.scale), date=time.strftime("%Y-%m-%d"),
-                python=platform.python_version())
+                python=platform.python_version(), budget_s=plan.budget_s)
     started = time.perf_counter()
     # Not under `out`: a 2.9 GB file has no place among the results that travel back.
     gguf_path = Path(tempfile.gettempdir()) / f"frognano-shaped-x{plan.scale:g}.gguf"
@@ -217,11 +208,8 @@ def measure(plan: Plan, out: Path) -> Path:
         prefill, decode, evaluated = prefill_decode(path, settings, tokens, plan.decode_tokens)
         results.add(f"prefill, {evaluated}-token prompt", prefill, "tokens/s")
         results.add(f"decode after {evaluated} tokens", decode, "tokens/s")
-    cases = [("append-only, recovery partial", "partial", plan.turns, False),
-             ("append-only, recovery off", None, plan.turns, False),
-             ("append-only, recovery full", "full", plan.turns, False),
-             ("re-render every turn", None, plan.rerender_turns, True)]
-    for label, recovery, turns, rerender in cases:
+
+    def one_session(label: str, recovery: str | None, turns: int, rerender: bool) -> float:
         got = session(path, settings, recovery, turns, plan.tool_chars, rerender)
         name = f"{label}, {turns} turns ({got['prompt_tokens']} prompt tokens at the end)"
         results.add(f"{name}: wall time", got["wall_s"], "s", session=label, **got)
@@ -229,21 +217,28 @@ def measure(plan: Plan, out: Path) -> Path:
         results.add(f"{label}: prompt tokens evaluated / sent", got["evaluated"] / got["sent"], "")
         if recovery:
             results.add(f"{label}: state kept per turn", got["recovery_bytes"] / 2**20, "MiB")
+        return float(got["wall_s"])
+
+    # First what is not known yet: the recovery target (partial within 10% of off) ...
+    one_session("append-only, recovery partial", "partial", plan.turns, False)
+    off_s = one_session("append-only, recovery off", None, plan.turns, False)
     peak = vram_used_mib()
     if peak is not None and idle is not None:
         results.add("VRAM used after the sessions", peak - idle, "MiB")
     unload_all()
-    for n in plan.concurrency:
-        started = time.perf_counter()
-        runs = concurrent_sessions(path, plan, n)
-        wall = time.perf_counter() - started
-        if len(runs) < n:
-            results.add(f"N={n} concurrent sessions: {n - len(runs)} failed", None, "")
-        if runs:
-            per_hour = sum(3600 / run["wall_s"] for run in runs)
-            results.add(f"N={n}: runs per hour (sessions in parallel, load excluded)", per_hour,
-                        "runs/h", n=n, wall_with_load_s=wall,
-                        session_walls_s=[run["wall_s"] for run in runs])
+    # ... and runs per GPU; then the two references issue 12 measured already, if they fit
+    # (full recovery took 2.1x a session without, re-rendering 12 turns 0.6x a whole one).
+    measure_runs(path, plan, results, deadline)
+    for label, recovery, turns, rerender, factor in [
+            ("append-only, recovery full", "full", plan.turns, False, 2.5),
+            ("re-render every turn", None, plan.rerender_turns, True, 1.0)]:
+        left = deadline - time.monotonic()
+        if off_s * factor > left:
+            results.add(f"{label}: skipped, about {off_s * factor:.0f} s needed, "
+                        f"{max(left, 0):.0f} s of the time budget left", None, "")
+            continue
+        one_session(label, recovery, turns, rerender)
+    unload_all()
     path.unlink()
     return results.path
 
@@ -259,9 +254,14 @@ def render(records: list[dict[str, Any]]) -> tuple[str, str]:
              f"shape {json.dumps(head.get('shape'))}.", "",
              "| measure | value |", "|---|---:|"]
     for record in records[1:]:
+        if "metric" in record:  # runs per GPU: a table of their own
+            continue
         value = record["value"]
         shown = "–" if value is None else f"{value:,.3f} {record['unit']}".rstrip()
         lines.append(f"| {record['name']} | {shown} |")
+    from bench.runs_per_gpu import render_table
+
+    lines += render_table(records[1:])
     return kind, "\n".join(lines) + "\n"
 
 
@@ -289,10 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/BENCHMARKS.md")
     parser.add_argument("--render-from", type=Path, metavar="RESULTS_JSONL",
                         help="only render a results.jsonl (e.g. one a GPU run brought back)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--budget-s", type=float,
+                        help="time for the whole measurement; a step that would not fit is "
+                             "skipped (default 510 on a GPU, 3600 at CPU scale)")
     args = parser.parse_args(argv)
-    if args.child:
-        return _child(args.child)
     if args.render_from:
         records = [json.loads(line) for line in args.render_from.read_text().splitlines() if line]
         kind, block = render(records)
@@ -311,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         plan = replace(plan, turns=args.turns, rerender_turns=min(plan.rerender_turns, args.turns))
     if args.concurrency:
         plan = replace(plan, concurrency=tuple(int(n) for n in args.concurrency.split(",")))
+    if args.budget_s is not None:
+        plan = replace(plan, budget_s=args.budget_s)
     out = args.out or Path(os.environ.get("OUT") or ROOT / "build" / "bench-gpu")
     print(f"bench gpu ({plan.kind}): results into {out / 'results.jsonl'}", flush=True)
     results = measure(plan, out)

@@ -10,7 +10,8 @@
 #   bash scripts/gpu_bench.sh                on the GPU machine: build llama-cpp-python with
 #                                            CUDA (arch 90 unless CUDA_ARCH says otherwise)
 #                                            into build/gpu-site, then `python3 -m bench gpu`
-#                                            with results into $OUT, as they are measured
+#                                            with results into $OUT, as they are measured,
+#                                            within RUN_BUDGET_S (540 s) in all
 #
 # The device machine has no network: everything it needs travels in build/gpu-carry.
 # A build already in build/gpu-site (a warm machine, a second call) is reused, so a call
@@ -83,7 +84,12 @@ case "${1:-run}" in
       *" --cpu-scale "*) echo "gpu_bench: --cpu-scale: the installed llama-cpp-python, no build" ;;
       *) build 2>&1 | tail -n 40 | tee "$OUT/build.log" ;;
     esac
-    PYTHONPATH="$PWD/$SITE:$PWD" OUT="$OUT" python3 -m bench gpu --out "$OUT" "${@:2}"
+    # One 600 s device call: the bench gets what is left of RUN_BUDGET_S (540 s) after the
+    # build (seconds when reused, ~270 on a fresh machine) and skips the steps that won't fit.
+    left=$(( ${RUN_BUDGET_S:-540} - SECONDS - 15 ))
+    echo "gpu_bench: ${left} s left for the bench"
+    PYTHONPATH="$PWD/$SITE:$PWD" OUT="$OUT" python3 -m bench gpu --out "$OUT" \
+      --budget-s "$left" "${@:2}"
     cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md"
     echo "gpu_bench: results in $OUT/results.jsonl (render here: python3 -m bench gpu --render-from FILE)"
     ;;

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -41,9 +43,74 @@ def test_cpu_scale_bench_writes_its_records(tmp_path: Path) -> None:
     full = sessions["append-only, recovery full"]["recovery_bytes"]
     assert 0 < partial < full
 
-    per_hour = {r["n"]: r["value"] for r in records if "n" in r}
-    assert set(per_hour) == {1, 2} and all(v > 0 for v in per_hour.values())
+    # Runs per GPU: each N's streams ran side by side, each its own process and model.
+    runs = {(r["n"], r["metric"]): r for r in records if "n" in r}
+    assert {n for n, _ in runs} == {1, 2}
+    assert not [key for key in runs if key[1] in ("failed", "cut", "skipped")], runs
+    for n in (1, 2):
+        per_hour = runs[n, "sessions_per_hour"]
+        assert len(per_hour["session_walls_s"]) == n, "every stream finished its session"
+        # N sessions at once: the batch takes at least its slowest session, and sessions
+        # per hour is N of them in that time (not the sum of each stream's own rate).
+        assert per_hour["batch_wall_s"] >= max(per_hour["session_walls_s"]) * 0.99
+        assert per_hour["value"] == pytest.approx(n * 3600 / per_hour["batch_wall_s"])
+        assert runs[n, "decode_per_stream"]["value"] > 0
+        assert len(runs[n, "decode_per_stream"]["streams"]) == n
+        assert runs[n, "aggregate_decode"]["value"] > 0
+        assert (n, "vram_mib") not in runs, "no VRAM figure without nvidia-smi"
+    [recommended] = [r for r in records if r.get("metric") == "recommended"]
+    assert recommended["value"] in (1, 2)
     assert not any(r["name"].endswith("failed") for r in records)
+
+
+def test_steps_that_do_not_fit_the_time_budget_are_skipped_and_said(tmp_path: Path) -> None:
+    # A budget already spent by the first sessions: every N and both references are
+    # skipped with a line each, and the run still ends well and renders.
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "gpu", "--cpu-scale", "--no-write", "--turns", "2",
+         "--concurrency", "1,2", "--budget-s", "0", "--out", str(tmp_path)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    skipped = [r["name"] for r in records if "skipped" in r["name"]]
+    assert [name.split(":")[0] for name in skipped] == [
+        "N=1", "N=2", "append-only, recovery full", "re-render every turn"], skipped
+    assert {r.get("session") for r in records if "session" in r} == {
+        "append-only, recovery partial", "append-only, recovery off"}
+    assert "| 1 | – |" in done.stdout and "N=1: skipped, none of the time budget left" \
+        in done.stdout
+
+
+def test_the_recommended_n_is_the_smallest_within_ten_percent_of_the_best() -> None:
+    from bench.runs_per_gpu import recommend
+
+    assert recommend({}) is None
+    assert recommend({1: 100.0, 2: 190.0, 4: 300.0, 8: 320.0}) == 4  # 8 adds under 10%
+    assert recommend({1: 100.0, 2: 190.0, 4: 300.0, 8: 340.0}) == 8
+    assert recommend({1: 100.0, 2: 95.0}) == 1  # sharing that loses is not taken
+
+
+def test_runs_per_gpu_render_as_one_table_with_the_recommendation() -> None:
+    from bench.gpu import render
+
+    records = [{"name": "device", "kind": "gpu", "device": "NVIDIA H200"},
+               {"name": "load time", "value": 2.0, "unit": "s"}]
+    for n, per_hour, vram in ((1, 100.0, 5000.0), (2, 180.0, 10000.0)):
+        records += [
+            {"name": f"N={n}: sessions per hour", "value": per_hour, "unit": "runs/h",
+             "n": n, "metric": "sessions_per_hour"},
+            {"name": f"N={n}: VRAM", "value": vram, "unit": "MiB", "n": n, "metric": "vram_mib"}]
+    records += [{"name": "N=4: skipped, about 90 s needed, 10 s left", "value": None,
+                 "unit": "", "n": 4, "metric": "skipped"},
+                {"name": "recommended run workers per GPU", "value": 2, "unit": "",
+                 "metric": "recommended"}]
+    _, block = render(records)
+    assert "| load time | 2.000 s |" in block
+    assert "| 2 | 180.0 runs/h | 10,000.0 MiB |" in block
+    assert "| 4 | – | – |" in block and "- N=4: skipped, about 90 s needed" in block
+    assert "**recommended run workers per GPU: N = 2**" in block
+    assert "| N=1: sessions per hour |" not in block, "not in the flat table too"
 
 
 def test_skipped_with_a_clear_line_without_gpu_offload() -> None:
