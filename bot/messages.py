@@ -105,6 +105,60 @@ def _fence(text: str) -> str:
     return fence(text[-OUTPUT_TAIL_CHARS:])
 
 
+@dataclass(frozen=True)
+class AttemptLine:
+    """How one of several attempts at an issue ended (workers/attempts.py)."""
+
+    number: int  # 1-based
+    seed: int | None
+    outcome: str  # chosen, passed…, failed (reason): the bot's own words
+    steps: int
+    tokens: int
+    lines: int  # lines changed
+    files: int
+
+
+@dataclass(frozen=True)
+class AttemptsReport:
+    """Best of N: what was asked and allowed, and every attempt that ran."""
+
+    asked: int  # `attempts_in_parallel`
+    allowed: int  # after the operator's FROGNANO_MAX_PARALLEL_ATTEMPTS
+    slots: int  # attempts the model runs at once
+    chosen: AttemptLine  # the published one, or when none passed the one reported
+    others: list[AttemptLine]
+    published: bool
+
+
+def attempts_section(report: AttemptsReport) -> list[str]:
+    cap = f"; this bot allows {report.allowed}" if report.allowed < report.asked else ""
+    how = ("one after another until one passed (the model serves one at a time)"
+           if report.slots == 1 else f"{min(report.slots, report.allowed)} at a time")
+    chosen = report.chosen
+    ran = [chosen, *report.others]
+    if report.published:
+        verdict = (f"This change is attempt {chosen.number}: of those whose tests passed, "
+                   f"the one with the fewest changed lines, then files ({chosen.lines} "
+                   f"lines in {chosen.files} file(s)).")
+    else:
+        verdict = f"No attempt passed; this report is attempt {chosen.number}'s."
+    skipped = ([f"Attempts {len(ran) + 1} to {report.allowed} did not run: attempt "
+                f"{chosen.number} passed first."] if len(ran) < report.allowed else [])
+    rows = [f"| {a.number} | {a.seed if a.seed is not None else '–'} | "
+            f"{escape_text(a.outcome)} | {a.steps} | {a.tokens} | {a.lines} | {a.files} |"
+            for a in sorted(ran, key=lambda a: a.number)]
+    return [
+        "## Attempts",
+        f"Best of {report.allowed} attempts (`attempts_in_parallel: {report.asked}`{cap}), "
+        f"each its own agent with its own seed and sandbox, {how}. {verdict}",
+        *skipped,
+        "",
+        "| attempt | seed | outcome | steps | tokens | lines changed | files |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
 @dataclass
 class RunReport:
     """What a finished run tells the maintainer."""
@@ -131,6 +185,7 @@ class RunReport:
     new_tests: str = ""  # e.g. "new tests: 3 passed"
     setup_note: str = ""  # set when the setup command was inferred
     setup_command: str = ""
+    best_of: AttemptsReport | None = None  # several attempts (attempts_in_parallel > 1)
 
 
 def pr_body(report: RunReport) -> str:
@@ -171,6 +226,7 @@ def pr_body(report: RunReport) -> str:
         "",
         coverage,
         *(["", "## Warnings", warnings] if warnings else []),
+        *(["", *attempts_section(report.best_of)] if report.best_of else []),
         "",
         "## Run",
         f"{report.steps} steps, {report.attempts} attempt(s), {report.tokens} tokens "
@@ -197,6 +253,8 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
     if report.final_output.strip():
         lines += ["", "Tail of the last test run:", _fence(report.final_output)]
     lines += ["", f"{report.steps} steps, {report.attempts} attempt(s), {report.seconds:.0f}s."]
+    if report.best_of:
+        lines += ["", *attempts_section(report.best_of)]
     if retry_hint:
         lines += ["", "To try again, comment `/frognano retry` (text after the command "
                       "is passed to the model as guidance)."]

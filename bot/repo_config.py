@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 CONFIG_PATH = ".github/frognano.yml"
+# The most independent attempts one run may ask for, whatever the operator allows: each
+# is a whole agent run (its own sandbox, model stream and test runs).
+MAX_ATTEMPTS_IN_PARALLEL = 8
 
 
 class RepoConfigError(ValueError):
@@ -30,6 +33,11 @@ class RepoConfig(BaseModel):
     max_steps: int = Field(default=100, ge=1, le=1000)
     max_attempts: int = Field(default=3, ge=1, le=20,
                               description="Agent attempts: one, plus one per failed test run.")
+    # Strict: YAML reads `yes` as True, which a lax int would take for 1.
+    attempts_in_parallel: StrictInt = Field(
+        default=1, ge=1, le=MAX_ATTEMPTS_IN_PARALLEL,
+        description="Independent agents with different seeds; the smallest passing change "
+                    "is published (capped by FROGNANO_MAX_PARALLEL_ATTEMPTS).")
     timeout_minutes: float = Field(default=60, gt=0, le=24 * 60)
     test_timeout_minutes: float = Field(default=15, gt=0, le=24 * 60)
     protected_paths: tuple[str, ...] = Field(
@@ -62,7 +70,8 @@ def parse_repo_config(text: str | None) -> RepoConfig:
         for error in exc.errors():
             where = ".".join(str(part) for part in error["loc"]) or "(top level)"
             message = "unknown setting" if error["type"] == "extra_forbidden" else error["msg"]
-            if error["type"] == "literal_error":  # YAML reads `off`, `no` as False: say so
+            # YAML reads `off`, `no` as False and `yes` as True: say what it read.
+            if error["type"] in ("literal_error", "int_type"):
                 message += f", not {error['input']!r}"
             problems.append(f"- `{where}`: {message}")
         raise RepoConfigError(f"{CONFIG_PATH} is invalid:\n" + "\n".join(problems)) from None

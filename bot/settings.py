@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.repo_config import MAX_ATTEMPTS_IN_PARALLEL
+
 # HMAC-SHA256 with a short key can be brute-forced offline from one captured delivery.
 MIN_WEBHOOK_SECRET_CHARS = 32
 
@@ -152,6 +154,15 @@ class ModelSettings(LlamaEnvSettings):
         default=None, alias="FROGNANO_CHAT_TEMPLATE",
         description="Jinja chat template for a GGUF model that carries none "
                     "(`solve --chat-template`).")
+    model_slots: int = Field(
+        default=1, ge=1, le=64, alias="FROGNANO_MODEL_SLOTS",
+        description="Streams the model serves at once: 1 for a GGUF in process; N for a "
+                    "server started with N parallel slots (`llama-server --parallel N`). "
+                    "A run's attempts (`attempts_in_parallel`) run this many at a time.")
+    seed: int | None = Field(
+        default=None, ge=0, lt=2**31, alias="FROGNANO_SEED",
+        description="Sampling seed of a bot run's first attempt (attempt k: seed + k), "
+                    "for reproducible runs; unset, one is drawn per run.")
 
 
 class PathSettings(BaseSettings):
@@ -204,6 +215,11 @@ class LimitSettings(BaseSettings):
                                 alias="FROGNANO_MAX_DIFF_BYTES",
                                 description="Largest patch published or committed; a bigger "
                                             "change is refused.")
+    max_parallel_attempts: int = Field(
+        default=1, ge=1, le=MAX_ATTEMPTS_IN_PARALLEL, alias="FROGNANO_MAX_PARALLEL_ATTEMPTS",
+        description="Most attempts one run may make (a repository's "
+                    "`attempts_in_parallel` above it is cut to it): each costs a whole "
+                    "agent run of model time.")
 
 
 class SetupSettings(BaseSettings):

@@ -34,7 +34,8 @@ def build_model(spec: str | None, sampling: Sampling,
                 chat_template: Path | None = None) -> ModelClient:
     """`http(s)://…` → OpenAI-compatible server; `PATH.gguf` → llama-cpp-python in this
     process (with `llama_settings`, and `chat_template`, a Jinja file, for a GGUF that
-    carries none); `scripted:FILE` → replay a JSON list of turns."""
+    carries none); `scripted:FILE` → replay a JSON list of turns (or pick
+    one of a list of such lists by the seed)."""
     if not spec:
         raise ModelSpecError(
             "no model given: pass --model URL (an OpenAI-compatible server such as "
@@ -57,9 +58,14 @@ def build_model(spec: str | None, sampling: Sampling,
             raise ModelSpecError(f"cannot read the script {path}: {exc.strerror}") from None
         except json.JSONDecodeError as exc:
             raise ModelSpecError(f"the script {path} is not valid JSON: {exc}") from None
+        if isinstance(turns, list) and turns and all(isinstance(t, list) for t in turns):
+            # One script per seed (seed mod their count), as a real model samples a
+            # different run per seed: a run's attempts (seed + k) replay different scripts.
+            turns = turns[(sampling.seed or 0) % len(turns)]
         if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
-            raise ModelSpecError(f"the script {path} must be a JSON list of assistant texts")
-        return ScriptedModel(turns)
+            raise ModelSpecError(f"the script {path} must be a JSON list of assistant texts "
+                                 "(or a list of such lists, one per seed)")
+        return ScriptedModel(turns, seed=sampling.seed)
     if spec.endswith(".gguf"):
         from workers.models.base import ModelLoadError
         from workers.models.chat_template import load_chat_template

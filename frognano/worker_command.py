@@ -38,6 +38,14 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     if not settings.model:
         raise WorkerConfigError("set FROGNANO_MODEL to a GGUF path or an OpenAI-compatible URL")
     model_spec = settings.model
+    if settings.model_slots > 1 and not model_spec.startswith(("http://", "https://",
+                                                                "scripted:")):
+        # Attempts sharing one in-process context would interleave their turns, and each
+        # turn would re-evaluate the other's whole prompt.
+        raise WorkerConfigError(
+            f"FROGNANO_MODEL_SLOTS={settings.model_slots} needs a model server with that "
+            "many parallel slots (e.g. `llama-server --parallel N`, set FROGNANO_MODEL to "
+            "its URL); a GGUF model in this process serves one stream: set it to 1")
     try:  # FROGNANO_N_CTX and the other llama.cpp settings, for a GGUF model
         llama = llama_settings(settings)
     except ValueError as exc:
@@ -49,8 +57,8 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
         redis=redis.Redis.from_url(settings.redis_url),
-        model_factory=lambda: build_model(model_spec, Sampling(), llama,
-                                          chat_template=settings.chat_template),
+        model_factory=lambda seed=None: build_model(model_spec, Sampling(seed=seed), llama,
+                                                    chat_template=settings.chat_template),
         repo_cache=RepoCache(settings.state_dir / "repos"),
         work_dir=settings.work_dir,  # the same default as `solve`'s (bot/settings.py)
         transcripts_dir=settings.state_dir / "transcripts",
@@ -62,6 +70,9 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         run_store=run_store,
         max_diff_bytes=settings.max_diff_bytes,
         context_tokens=settings.n_ctx,
+        model_slots=settings.model_slots,
+        max_parallel_attempts=settings.max_parallel_attempts,
+        seed=settings.seed,
         package_index=PackageIndex.from_settings(settings.pip_index_url,
                                                  settings.pip_extra_index_url,
                                                  settings.pip_find_links),

@@ -35,11 +35,11 @@ from bot.triggers import Trigger
 from sandbox.trees import remove_tree
 from workers.agent.events import Outputs, Triggered
 from workers.agent.result import SolveResult
-from workers.agent.transcript import Transcript
+from workers.attempts import Attempts, run_attempts
 from workers.coordination import IssueCoordinator
 from workers.publish import branch_for, push_and_open_pull
 from workers.review_publish import publish_review
-from workers.run_path import NoTestCommand, decide, execute, open_workspace, prepare
+from workers.run_path import NoTestCommand, open_workspace, prepare
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
 from workers.status import StatusComment, StatusProgress
@@ -101,9 +101,12 @@ def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception
         log.exception("could not report the crash of %s on GitHub", trigger.issue_key)
 
 
-def transcript_path(rt: Runtime, trigger: Trigger, generation: int) -> Path:
+def transcript_path(rt: Runtime, trigger: Trigger, generation: int, attempt: int = 0
+                    ) -> Path:
+    """The first attempt's keeps the single run's name; attempt k of several adds k + 1."""
+    extra = f"-{attempt + 1}" if attempt else ""
     return (rt.transcripts_dir / trigger.owner / trigger.repo
-            / f"issue-{trigger.issue_number}-attempt-{generation}.jsonl")
+            / f"issue-{trigger.issue_number}-attempt-{generation}{extra}.jsonl")
 
 
 def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
@@ -134,21 +137,30 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
             generation))
         return "no_tests"
 
-    with Transcript(transcript_path(rt, trigger, generation)) as transcript:
-        events = Outputs(transcript, recorder,
-                         StatusProgress(status, plan.limits.max_steps, generation))
-        events.emit(Triggered(trigger=trigger.to_kwargs(), generation=generation))
-        result = execute(plan, rt.model(), host, rt.sandbox_backend, events,
-                         should_stop=lambda: coordinator.is_stale(generation),
-                         package_index=rt.package_index)
+    triggered = Triggered(trigger=trigger.to_kwargs(), generation=generation)
+    recorder.emit(triggered)
+    # Best of N (workers/attempts.py); a review's run is one attempt, on the PR's head.
+    attempts = run_attempts(
+        plan=plan, config=config, first_host=host,
+        open_host=lambda k: open_workspace(mirror, start, run_dir / f"attempt-{k + 1}",
+                                           max_diff_bytes=rt.max_diff_bytes),
+        model_for=rt.model_factory,
+        transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
+        shared=Outputs(recorder, StatusProgress(status, plan.limits.max_steps, generation)),
+        opening=triggered, sandbox_backend=rt.sandbox_backend,
+        should_stop=lambda: coordinator.is_stale(generation),
+        asked=1 if reviewing else config.attempts_in_parallel,
+        max_attempts=rt.max_parallel_attempts, slots=rt.model_slots, seed=rt.seed,
+        package_index=rt.package_index)
+    host, result = attempts.host, attempts.choice.chosen.result
 
     if coordinator.is_stale(generation):  # the newer run owns the status comment now
         outcome, reason = coordinator.stop_reason()
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.set(status_cancelled(reason, generation))
         return outcome
-    report = _report(rt, trigger, generation, result)
-    decision = decide(result, config)
+    report = _report(rt, trigger, generation, result, attempts)
+    decision = attempts.choice.chosen.decision
     if decision.action != "publish":
         if reviewing and trigger.pull_number is not None:
             rt.github.comment(repo, trigger.pull_number, failure_comment(report)
@@ -183,8 +195,8 @@ def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
     return "\n\n".join(p for p in (trigger.guidance, review_comments_text(comments)) if p)
 
 
-def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult
-            ) -> RunReport:
+def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
+            attempts: Attempts) -> RunReport:
     url = (f"{rt.public_url.rstrip('/')}/runs/{trigger.owner}/{trigger.repo}/"
            f"{trigger.issue_number}/{generation}" if rt.public_url else None)
     return RunReport(
@@ -195,7 +207,7 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult
         final_output=result.final.output if result.final else result.error,
         steps=result.steps, attempts=result.attempts,
         tokens=result.usage.completion_tokens, seconds=result.seconds,
-        model=rt.model().name, transcript_url=url,
+        model=attempts.model, transcript_url=url, best_of=attempts.report(),
         changed_tests=[f"{c.test}: {c.before or 'absent'} → {c.after or 'absent'}"
                        for c in result.changes],
         warnings=result.suspicious + dropped_warnings(result),

@@ -7,7 +7,7 @@ comes from here, so the pipeline is tested by building a Runtime by hand.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 class Runtime:
     github: GitHubApi
     redis: Any  # redis.Redis
-    model_factory: Callable[[], ModelClient]
+    # A client sampling with this seed (None: the backend's own draw). Cheap to call: an
+    # in-process GGUF is loaded once per process (workers/models/llama_resident.py).
+    model_factory: Callable[[int | None], ModelClient]
     repo_cache: RepoCache
     work_dir: Path  # reachable by the sandbox uid
     transcripts_dir: Path
@@ -39,13 +41,12 @@ class Runtime:
     status_interval: float = 10.0  # seconds between edits of the status comment
     run_store: RunStore | None = None  # run records for the dashboard and metrics
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
-    _model: ModelClient | None = field(default=None, repr=False)
-
-    def model(self) -> ModelClient:
-        """The model, loaded once per worker process and reused across runs."""
-        if self._model is None:
-            self._model = self.model_factory()
-        return self._model
+    # Best-of-N (workers/attempts.py): how many attempts the model serves at once
+    # (FROGNANO_MODEL_SLOTS), the most a run may make (FROGNANO_MAX_PARALLEL_ATTEMPTS),
+    # and the first attempt's seed (FROGNANO_SEED; None: drawn per run).
+    model_slots: int = 1
+    max_parallel_attempts: int = 1
+    seed: int | None = None
 
     def queue_length(self) -> int:
         return int(self.redis.llen(self.queue))

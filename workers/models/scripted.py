@@ -47,8 +47,9 @@ class ScriptedModel:
     name = "scripted"
 
     def __init__(self, steps: Iterable[ScriptStep],
-                 final_text: str | None = None) -> None:
+                 final_text: str | None = None, seed: int | None = None) -> None:
         self._steps = list(steps)
+        self.seed = seed  # recorded like a real model's; `build_model` picks a script by it
         self._final_text = final_text or final_answer(DEFAULT_FINAL_ANSWER)
         self._next_call = 0
         self._offset = 0
