@@ -69,12 +69,21 @@ def startup_hooks(venv: Path) -> dict[str, int]:
 
 
 class VerdictRunner:
-    def __init__(self, sandbox: Sandbox, repo: HostRepo, test_command: str, scratch: Path,
-                 *, open_sandbox: SandboxFactory | None = None) -> None:
+    def __init__(self, sandbox: Sandbox | None, repo: HostRepo, test_command: str,
+                 scratch: Path, *, open_sandbox: SandboxFactory | None = None,
+                 config: SandboxConfig | None = None) -> None:
+        """`sandbox` is the agent's, stopped before each snapshot; None once it is gone
+        (a review's change replayed after the run), with `config` (the agent sandbox's)
+        and `open_sandbox` to build the fresh ones."""
         self.sandbox, self.repo, self.test_command = sandbox, repo, test_command
         self.scratch = scratch
-        self.config: SandboxConfig = sandbox.config  # type: ignore[attr-defined]
-        self.open_sandbox = open_sandbox or type(sandbox)
+        if sandbox is None:
+            if config is None or open_sandbox is None:
+                raise ValueError("a runner without a sandbox needs config and open_sandbox")
+            self.config, self.open_sandbox = config, open_sandbox
+        else:
+            self.config = config or sandbox.config  # type: ignore[attr-defined]
+            self.open_sandbox = open_sandbox or type(sandbox)
         self.runs = 0
         self.private_copy = scratch / "private-after-setup"
         self.hooks_after_setup: dict[str, int] = {}
@@ -139,8 +148,17 @@ class VerdictRunner:
 
     def judge(self, baseline: TestVerdict, timeout: float) -> Judgement:
         """Snapshot the stopped sandbox's work tree and decide on it."""
+        if self.sandbox is None:
+            raise ValueError("no agent sandbox to snapshot; use judge_snapshot")
         self.sandbox.stop()
-        snapshot = self.repo.snapshot()
+        return self.judge_snapshot(baseline, self.repo.snapshot(), timeout)
+
+    def judge_snapshot(self, baseline: TestVerdict, snapshot: Snapshot,
+                       timeout: float) -> Judgement:
+        """The verdict on a tree the host holds, against `self.repo.base`: the tree with
+        the base's test files and test configuration restored, then the model's own tests
+        reported apart. A tree made after the agent's sandbox is gone (a review's change
+        replayed on a moved branch) is judged here the same way."""
         restore = [p for p in snapshot.paths if is_test_path(p) or is_test_config(p)]
         verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
         final = self.run(verdict_tree, "verdict", timeout)
