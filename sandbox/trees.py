@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -82,3 +83,110 @@ def _empty_but_subdirs(fd: int) -> list[str]:
             with contextlib.suppress(OSError):
                 os.unlink(entry.name, dir_fd=fd)
     return subdirs
+
+
+MAX_COPY_DEPTH = 64  # a venv nests about 12 levels; deeper is the sandbox's doing
+# Path-based walks of the copy (the sandbox's chown of its private area) fail with
+# ENAMETOOLONG past PATH_MAX (4,096 bytes, with the run directory in front).
+MAX_COPY_PATH = 2048
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def copy_tree(src: Path | str, dst: Path | str, *, skip_top: frozenset[str] = frozenset(),
+              max_depth: int = MAX_COPY_DEPTH) -> list[str]:
+    """Copy the directory `src`, which the sandbox wrote, to the new directory `dst`.
+
+    Directories, regular files and symlinks (as links, never followed) are copied with
+    their permission bits (no setuid/setgid/sticky) and times; FIFOs, sockets and devices
+    are left out (`shutil.copytree` raised on a FIFO), as is everything below
+    `max_depth` levels (it recursed once per level), every path longer than
+    MAX_COPY_PATH bytes, and the top-level names in `skip_top`. Every name is opened
+    relative to its parent's descriptor with O_NOFOLLOW, so a link swapped in anywhere
+    is copied as a link, not read through.
+    Returns the relative paths left out (at most 100 of them)."""
+    left_out: list[str] = []
+    src_fd = os.open(src, _DIR)
+    try:
+        os.mkdir(dst, 0o700)
+        dst_fd = os.open(dst, _DIR)
+        try:
+            _copy_dir(src_fd, dst_fd, "", 1, max_depth, skip_top, left_out)
+            _copy_meta(src_fd, dst_fd)
+        finally:
+            os.close(dst_fd)
+    finally:
+        os.close(src_fd)
+    return left_out
+
+
+def _copy_dir(src_fd: int, dst_fd: int, rel: str, depth: int, max_depth: int,
+              skip_top: frozenset[str], left_out: list[str]) -> None:
+    # Recursion is bounded by max_depth, and so are the descriptors held (two a level).
+    for entry in sorted(os.scandir(src_fd), key=lambda e: e.name):
+        name, path = entry.name, f"{rel}{entry.name}"
+        if depth == 1 and name in skip_top:
+            continue
+        if len(os.fsencode(path)) > MAX_COPY_PATH:
+            _note(left_out, path)
+            continue
+        try:
+            _copy_entry(src_fd, dst_fd, name, path, depth, max_depth, left_out)
+        except OSError:  # vanished, unreadable: the copy goes on without it
+            _note(left_out, path)
+
+
+def _copy_entry(src_fd: int, dst_fd: int, name: str, path: str, depth: int,
+                max_depth: int, left_out: list[str]) -> None:
+    st = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(name, dir_fd=src_fd), name, dir_fd=dst_fd)
+    elif stat.S_ISDIR(st.st_mode):
+        if depth >= max_depth:
+            _note(left_out, path + "/")
+            return
+        child_src = os.open(name, _DIR, dir_fd=src_fd)
+        try:
+            os.mkdir(name, 0o700, dir_fd=dst_fd)
+            child_dst = os.open(name, _DIR, dir_fd=dst_fd)
+            try:
+                _copy_dir(child_src, child_dst, path + "/", depth + 1, max_depth,
+                          frozenset(), left_out)
+                _copy_meta(child_src, child_dst)
+            finally:
+                os.close(child_dst)
+        finally:
+            os.close(child_src)
+    elif stat.S_ISREG(st.st_mode):
+        _copy_file(src_fd, dst_fd, name, path, left_out)
+    else:
+        _note(left_out, path)
+
+
+def _copy_file(src_fd: int, dst_fd: int, name: str, path: str, left_out: list[str]) -> None:
+    fd = os.open(name, _FILE, dir_fd=src_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO or a device since the stat
+            _note(left_out, path)
+            return
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                      | os.O_CLOEXEC, 0o600, dir_fd=dst_fd)
+        try:
+            while os.sendfile(out, fd, None, 1 << 24):
+                pass
+            _copy_meta(fd, out)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
+def _copy_meta(src_fd: int, dst_fd: int) -> None:
+    st = os.fstat(src_fd)
+    os.fchmod(dst_fd, stat.S_IMODE(st.st_mode) & 0o777)
+    os.utime(dst_fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _note(left_out: list[str], path: str) -> None:
+    if len(left_out) < 100:
+        left_out.append(path)

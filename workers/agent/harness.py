@@ -154,8 +154,11 @@ class Harness:
             return ""
         self.events.emit(SetupStarted(command=command))
         limits = self.plan.limits
-        setup = self.sandbox.exec(command, network=True,
-                                  timeout=min(limits.setup_timeout, limits.max_seconds))
+        try:
+            setup = self.sandbox.exec(command, network=True,
+                                      timeout=min(limits.setup_timeout, limits.max_seconds))
+        except SandboxError as exc:  # e.g. the disk quota ended it: the run still ends named
+            return f"setup command `{command}` was stopped by the sandbox: {exc}"
         self.events.emit(SetupDone(command=command, note=note, result=setup))
         if setup.ok:
             return ""

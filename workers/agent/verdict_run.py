@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxConfig
-from sandbox.trees import remove_tree
+from sandbox.trees import copy_tree, remove_tree
 from workers.agent.repo_tests import TestVerdict
 from workers.agent.test_files import TreePlan, is_test_config, is_test_path, plan_verdict_tree
 from workers.agent.test_report import (
@@ -87,13 +87,14 @@ class VerdictRunner:
         self.runs = 0
         self.private_copy = scratch / "private-after-setup"
         self.hooks_after_setup: dict[str, int] = {}
+        self.setup_left_out: list[str] = []  # FIFOs, devices, too deep: not in the copy
 
     def capture_setup(self) -> None:
         """Copy the private area as setup left it; every harness run starts from it."""
         self.scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
         remove_tree(self.private_copy)
-        shutil.copytree(self.config.private_dir, self.private_copy, symlinks=True,
-                        ignore=shutil.ignore_patterns("etc"))
+        self.setup_left_out = copy_tree(self.config.private_dir, self.private_copy,
+                                        skip_top=frozenset({"etc"}))
         self.hooks_after_setup = startup_hooks(self.private_copy / "venv")
 
     def venv_changes(self) -> list[str]:
@@ -108,7 +109,7 @@ class VerdictRunner:
         workspace, private, channel = where / "workspace", where / "private", where / "channel"
         self.repo.materialize(tree, workspace)
         if self.private_copy.is_dir():
-            shutil.copytree(self.private_copy, private, symlinks=True)
+            copy_tree(self.private_copy, private)
         else:
             private.mkdir(parents=True)
         # Host-owned and bound read-only: the tests can write the FIFOs in it, never
