@@ -7,6 +7,7 @@ against the local fake GitHub under `tests/fake_github/`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
@@ -35,19 +36,40 @@ class Unauthorized(GitHubError):
 
 class Forbidden(GitHubError):
     """403 without a rate limit: e.g. "Resource not accessible by integration" (a
-    permission the App was not granted, or a repository it is not installed on)."""
+    permission the App was not granted, or a repository it is not installed on).
+
+    `accepted_permissions` is GitHub's `X-Accepted-GitHub-Permissions` header: the
+    permission sets that would have allowed the request, e.g. "issues=write" or
+    "contents=read; contents=write" (sets split by ";", the parts of a set by ",");
+    empty where GitHub did not say."""
+
+    def __init__(self, message: str, status: int | None = None, *,
+                 github_message: str = "", codes: tuple[str, ...] = (),
+                 accepted_permissions: str = "") -> None:
+        super().__init__(message, status, github_message=github_message, codes=codes)
+        self.accepted_permissions = accepted_permissions
+
+    @property
+    def missing_permission(self) -> str:
+        """The first permission set that would do, as "issues: write" (README's words)."""
+        first = self.accepted_permissions.split(";")[0].strip()
+        return ", ".join(part.replace("=", ": ").replace("_", " ")
+                         for part in first.split(",") if part.strip())
 
 
 class RateLimited(GitHubError):
     """A primary or secondary rate limit that did not lift within the wait we allow.
 
-    `retry_after_s` is how long GitHub asked us to wait (None where it did not say)."""
+    `retry_after_s` is how long GitHub asked us to wait (None where it did not say);
+    `reset_at` when that wait ends (UTC), for a message saying when to retry."""
 
     def __init__(self, message: str, status: int | None = None, *,
                  github_message: str = "", codes: tuple[str, ...] = (),
-                 retry_after_s: float | None = None) -> None:
+                 retry_after_s: float | None = None, reset_at: datetime | None = None
+                 ) -> None:
         super().__init__(message, status, github_message=github_message, codes=codes)
         self.retry_after_s = retry_after_s
+        self.reset_at = reset_at
 
 
 class NotFound(GitHubError):
@@ -62,18 +84,29 @@ class AlreadyExists(ValidationFailed):
     """422 with the error code `already_exists` (a label, a pull for that head...)."""
 
 
+class NotAFile(GitHubError):
+    """`read_file` found a directory, a submodule or a symlink at the path, not a file
+    (GitHub answers 200 with a listing or another type, so this is no HTTP error)."""
+
+    def __init__(self, message: str, *, path: str, kind: str) -> None:
+        super().__init__(message, 200)
+        self.path = path
+        self.kind = kind  # "dir", "submodule" or "symlink"
+
+
 class ServerError(GitHubError):
     """5xx or a dropped connection, still failing after the retries."""
 
 
 def error_for(message: str, status: int | None, *, github_message: str = "",
-              codes: tuple[str, ...] = ()) -> GitHubError:
+              codes: tuple[str, ...] = (), accepted_permissions: str = "") -> GitHubError:
     """The `GitHubError` subclass for a status and GitHub's error codes."""
     kind: type[GitHubError] = GitHubError
     if status == 401:
         kind = Unauthorized
     elif status == 403:
-        kind = Forbidden
+        return Forbidden(message, status, github_message=github_message, codes=codes,
+                         accepted_permissions=accepted_permissions)
     elif status == 404:
         kind = NotFound
     elif status == 422:
@@ -149,7 +182,8 @@ class GitHubApi(Protocol):
     def default_branch(self, repo: RepoRef) -> str: ...
 
     def read_file(self, repo: RepoRef, path: str, ref: str) -> str | None:
-        """A file's text at `ref`, or None when it does not exist."""
+        """A file's text at `ref`, or None when it does not exist; `NotAFile` when the
+        path is a directory, a submodule or a symlink."""
         ...
 
     def permission(self, repo: RepoRef, username: str) -> Permission: ...

@@ -35,6 +35,7 @@ from bot.github_api import (
     CommentInfo,
     GitHubError,
     IssueInfo,
+    NotAFile,
     Permission,
     PullInfo,
     RateLimited,
@@ -55,6 +56,7 @@ T = TypeVar("T")
 ReactionContent = Literal["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"]
 _CLOCK_SKEW_SECONDS = 5
 _BOT_LOGIN_TTL_S = 600.0
+_KIND_WORDS = {"dir": "directory", "submodule": "submodule", "symlink": "symbolic link"}
 _PERMISSIONS: tuple[Permission, ...] = ("admin", "maintain", "write", "triage", "read", "none")
 # The REST API version the bot speaks, not githubkit's latest (2026-03-10): 2022-11-28 is
 # what every GitHub still serves (github.com, GHEC, Enterprise Server) and the version of
@@ -169,11 +171,11 @@ class GitHubAppClient:
                         and retry_after > self._max_retry_wait_seconds):
                     # The hour's quota is spent and resets later than we may wait: capped
                     # retries would fail the same way, so say when it lifts instead.
-                    until = (datetime.now(UTC) + timedelta(seconds=retry_after)
-                             ).strftime("%H:%M:%S UTC")
+                    reset_at = datetime.now(UTC) + timedelta(seconds=retry_after)
                     raise RateLimited(f"{what}: GitHub's rate limit is exhausted until "
-                                      f"{until} ({retry_after:.0f}s from now)", last_status,
-                                      retry_after_s=retry_after) from None
+                                      f"{reset_at:%H:%M:%S} UTC ({retry_after:.0f}s from "
+                                      "now)", last_status, retry_after_s=retry_after,
+                                      reset_at=reset_at) from None
                 wait = min(retry_after, self._max_retry_wait_seconds)
             except RequestFailed as exc:
                 last_status = exc.response.status_code
@@ -189,7 +191,9 @@ class GitHubAppClient:
                     github_message, codes = _error_details(exc)
                     raise error_for(f"{what}: GitHub answered {last_status}: "
                                     f"{_error_message(exc)}", last_status,
-                                    github_message=github_message, codes=codes) from None
+                                    github_message=github_message, codes=codes,
+                                    accepted_permissions=exc.response.headers.get(
+                                        "x-accepted-github-permissions", "")) from None
                 wait = self._backoff(attempt)
                 reason = f"server error ({last_status})"
                 ambiguous = True
@@ -207,7 +211,10 @@ class GitHubAppClient:
             time.sleep(wait)
         message = f"{what}: gave up after {self._max_attempts} attempts: {reason}"
         if reason.startswith("rate limited"):
-            raise RateLimited(message, last_status, retry_after_s=retry_after)
+            reset_at = (datetime.now(UTC) + timedelta(seconds=retry_after)
+                        if retry_after is not None else None)
+            raise RateLimited(message, last_status, retry_after_s=retry_after,
+                              reset_at=reset_at)
         raise ServerError(message, last_status)
 
     def _must(self, repo: RepoRef | None, what: str,
@@ -256,8 +263,12 @@ class GitHubAppClient:
         if response is None:
             return None
         content = response.parsed_data
+        kind = "dir" if isinstance(content, list) else content.type
         if isinstance(content, list) or content.type != "file":
-            return None  # a directory, symlink or submodule is not a readable file
+            # Something is there, but no file: saying "absent" would quietly run on the
+            # defaults where the maintainer meant a configuration.
+            raise NotAFile(f"`{path}` on `{ref}` is a {_KIND_WORDS.get(kind, kind)}, "
+                           "not a file", path=path, kind=kind)
         return base64.b64decode(content.content).decode("utf-8", errors="replace")
 
     def permission(self, repo: RepoRef, username: str) -> Permission:

@@ -9,6 +9,7 @@ bot/markdown.py, so it cannot mention, link or embed anything under the App's na
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bot.markdown import (
     code_span,
@@ -274,3 +275,26 @@ def commit_message(title: str, issue_number: int, test_command: str, ci: str) ->
     skip = " [skip ci]" if ci == "skip" else ""
     return (f"{neutralize_mentions(' '.join(title.split()))}{skip}\n\nFixes #{issue_number}. "
             f"Made by FrogNano; `{test_command}` passed.")
+
+
+# Where the README lists the App's permissions (named, since a self-hosted bot's README
+# has no one URL).
+PERMISSIONS_DOC = "the README, *The GitHub App → Creating the App*, step 2"
+
+
+def rate_limited_summary(reset_at: datetime | None) -> str:
+    """A run stopped by a spent GitHub rate limit: when to try again."""
+    when = f"{reset_at:%H:%M} UTC" if reset_at is not None else "the hour's reset"
+    return (f"GitHub's API rate limit for this App's installation is spent until {when}, "
+            f"later than the bot waits. Comment `/frognano retry` after {when}")
+
+
+def permission_missing_summary(missing: str, step: str) -> str:
+    """A run stopped by a 403 "Resource not accessible by integration": which permission
+    the App lacks (GitHub's X-Accepted-GitHub-Permissions) and where they are listed."""
+    which = f"the **{missing}** permission" if missing else \
+        "a permission it needs (GitHub did not say which)"
+    return (f"GitHub refused a step because the App lacks {which} (\"Resource not "
+            f"accessible by integration\": {step}). Grant it in the App's settings "
+            f"(*Permissions & events*; the full list is in {PERMISSIONS_DOC}), accept the "
+            "new permissions on the installation, then comment `/frognano retry`")

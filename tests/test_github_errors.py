@@ -11,6 +11,7 @@ from bot.github_api import (
     AlreadyExists,
     Forbidden,
     GitHubError,
+    NotAFile,
     NotFound,
     RateLimited,
     RepoRef,
@@ -145,3 +146,36 @@ def test_the_fake_refuses_another_api_version_as_github_does(fake: FakeGitHub) -
     assert "Unsupported 'X-GitHub-Api-Version' header" in caught.value.github_message
     assert [v for v in fake.violations if "X-GitHub-Api-Version" in v], fake.violations
     fake.violations.clear()  # seen: the fixture fails on any left
+
+
+def test_a_directory_where_a_file_is_read_is_not_a_file(fake_github: FakeGitHub) -> None:
+    fake_github.add_repo(OWNER, NAME, {".github/frognano.yml/test": "pytest\n",
+                                       "README.md": "# calc\n"})
+    client = make_client(fake_github)
+    with pytest.raises(NotAFile) as caught:
+        client.read_file(REPO, ".github/frognano.yml", "main")
+    assert caught.value.kind == "dir" and caught.value.path == ".github/frognano.yml"
+    assert "`.github/frognano.yml` on `main` is a directory, not a file" in str(caught.value)
+    assert client.read_file(REPO, ".github/absent.yml", "main") is None
+    # The fake listed the directory as GitHub does (its OpenAPI check passed on it).
+    listed = [r for r in fake_github.api_requests() if r.path.endswith("frognano.yml")]
+    assert listed[0].status == 200
+
+
+def test_a_missing_app_permission_is_forbidden_and_names_it(fake: FakeGitHub) -> None:
+    fake.deny_permission("POST", r"/issues/7/comments$", "issues=write; pull_requests=write")
+    with pytest.raises(Forbidden) as caught:
+        make_client(fake).comment(REPO, 7, "hello")
+    assert caught.value.accepted_permissions == "issues=write; pull_requests=write"
+    assert caught.value.missing_permission == "issues: write"
+    assert posts(fake, "/issues/7/comments") == 1
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_a_spent_rate_limit_served_by_the_fake_is_rate_limited_with_its_reset(
+        fake: FakeGitHub, status: int) -> None:
+    reset = fake.rate_limit_next("GET", r"/issues/7$", reset_in_s=3600, status=status)
+    with pytest.raises(RateLimited) as caught:
+        make_client(fake).issue(REPO, 7)
+    assert caught.value.status == status and caught.value.reset_at is not None
+    assert abs(caught.value.reset_at.timestamp() - reset) < 5

@@ -89,14 +89,34 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
 
 
 def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception) -> None:
+    """The final status after a run stopped by an exception, saying what to do next: when
+    to retry after a rate limit, which permission to grant after a 403, how to fix a
+    config that is not a file. GitHub may refuse this comment too (a rate limit on every
+    call, no issues permission): then the log and the run record keep the reason."""
+    from bot.github_api import Forbidden, NotAFile, RateLimited
+    from bot.messages import permission_missing_summary, rate_limited_summary
+
     repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
-    if isinstance(exc, GitHubError):  # GitHub refused a step after its retries
+    retry = ". Comment `/frognano retry` to try again."
+    if isinstance(exc, NotAFile) and exc.path == CONFIG_PATH:
+        summary, retry = f"invalid `{CONFIG_PATH}`", ""
+        try:
+            rt.github.comment(repo, trigger.issue_number, invalid_config(
+                f"{exc}: it must be a YAML file of settings."))
+        except GitHubError:  # the status comment below still says it
+            log.exception("could not post the invalid-config note on %s", trigger.issue_key)
+    elif isinstance(exc, RateLimited):
+        summary, retry = rate_limited_summary(exc.reset_at), "."
+    elif isinstance(exc, Forbidden):
+        summary, retry = permission_missing_summary(exc.missing_permission,
+                                                    str(exc)[:200]), "."
+    elif isinstance(exc, GitHubError):  # GitHub refused a step after its retries
         summary = f"GitHub refused a step of the run: {str(exc)[:300]}"
     else:
         summary = f"an internal error stopped the run ({type(exc).__name__}: {str(exc)[:300]})"
     try:
         StatusComment(rt.github, repo, trigger.issue_number).set(status_failed(
-            f"{summary}. Comment `/frognano retry` to try again.", generation))
+            summary + retry, generation))
     except Exception:
         log.exception("could not report the crash of %s on GitHub", trigger.issue_key)
 

@@ -104,9 +104,6 @@ class FakeGitHubMiddleware:
         hook = self.fake.take_hook(method, path)
         if hook is not None:
             await anyio.to_thread.run_sync(hook)
-        hook = self.fake.take_hook(method, path)
-        if hook is not None:
-            await anyio.to_thread.run_sync(hook)
         fault = self._take_fault(method, path)
         credential, denial = self._authenticate(kind, headers, path)
         if kind in ("api", "app") and denial is None:
@@ -392,7 +389,10 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         spec = f"{ref}:{path}"
         kind = subprocess.run(["git", "cat-file", "-t", spec], cwd=repo.bare_path,
                               capture_output=True, text=True, check=False).stdout.strip()
-        if kind != "blob":  # directories are not served: the bot reads single files
+        if kind == "tree":  # GitHub lists a directory as a JSON array of its entries
+            return _json(200, objects.content_directory(
+                fake.api_url, f"{owner}/{name}", path, ref, _ls_tree(repo, spec)))
+        if kind != "blob":
             raise GitHubError(404, "Not Found")
         sha = subprocess.run(["git", "rev-parse", spec], cwd=repo.bare_path,
                              capture_output=True, text=True, check=True).stdout.strip()
@@ -694,6 +694,18 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         return _json(201, pull_json(repo, pull, full=False))
 
     return app
+
+
+def _ls_tree(repo: Repo, spec: str) -> list[tuple[str, str, int, str]]:
+    """`(type, sha, size, name)` of each entry of tree `spec` (size 0 if none)."""
+    listing = subprocess.run(["git", "ls-tree", "-l", "-z", spec], cwd=repo.bare_path,
+                             capture_output=True, text=True, check=True).stdout
+    entries = []
+    for line in filter(None, listing.split("\0")):
+        meta, _, entry_name = line.partition("\t")
+        _mode, kind, sha, size = meta.split()
+        entries.append((kind, sha, int(size) if size.isdigit() else 0, entry_name))
+    return entries
 
 
 def _issue_for_pull(fake: FakeGitHub, pull: Pull) -> Issue:

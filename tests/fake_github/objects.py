@@ -239,6 +239,28 @@ def content_file(base: str, full_name: str, path: str, ref: str, sha: str,
             "_links": {"self": url, "git": git, "html": html}}
 
 
+def content_directory(base: str, full_name: str, path: str, ref: str,
+                      entries: list[tuple[str, str, int, str]]) -> list[JSON]:
+    """What the contents API answers for a directory: a JSON array of its entries, each
+    `(git type, sha, size, name)` as `git ls-tree -l` says."""
+    listed = []
+    for kind, sha, size, name in entries:
+        item_path = f"{path.rstrip('/')}/{name}"
+        url = f"{base}/repos/{full_name}/contents/{item_path}?ref={ref}"
+        # A symlink is listed as a "file" in a directory (GitHub keeps that for old
+        # clients); a commit entry is a submodule; a tree a "dir".
+        shown = {"tree": "dir", "commit": "submodule"}.get(kind, "file")
+        git = f"{base}/repos/{full_name}/git/{'trees' if kind == 'tree' else 'blobs'}/{sha}"
+        html = f"{base}/{full_name}/{'tree' if kind == 'tree' else 'blob'}/{ref}/{item_path}"
+        listed.append({
+            "type": shown, "size": size, "name": name, "path": item_path, "sha": sha,
+            "url": url, "git_url": git, "html_url": html,
+            "download_url": (f"{base}/raw/{full_name}/{ref}/{item_path}"
+                             if shown == "file" else None),
+            "_links": {"self": url, "git": git, "html": html}})
+    return listed
+
+
 def error(message: str, status: int, errors: list[JSON] | None = None) -> JSON:
     body: JSON = {"message": message,
                   "documentation_url": "https://docs.github.com/rest",

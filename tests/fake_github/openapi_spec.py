@@ -73,6 +73,12 @@ def ensure_openapi_spec() -> Path:
 @lru_cache(maxsize=1)
 def _openapi() -> OpenAPI:
     spec = json.loads(ensure_openapi_spec().read_text())
+    # The contents API's 200 is a oneOf with a discriminator on "type", which a directory
+    # (a JSON array) cannot carry: a known slip of the description, which githubkit's
+    # code generator unsets too (its versions.lock "discriminator = <unset>" override).
+    contents_200 = spec["paths"]["/repos/{owner}/{repo}/contents/{path}"]["get"][
+        "responses"]["200"]["content"]["application/json"]["schema"]
+    contents_200.pop("discriminator", None)
     # The spec itself is trusted; validating it would cost seconds per process.
     return OpenAPI(SchemaPath.from_dict(spec), config=Config(spec_validator_cls=None))
 

@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -79,14 +78,6 @@ class Fault:
     # "before": close the connection without serving the request; "after": serve it (the
     # change happens) and close the connection instead of answering; None: answer `status`.
     drop: str | None = None
-
-
-@dataclass
-class Hook:
-    method: str
-    path: re.Pattern[str]
-    action: Callable[[], None]
-    times: int
 
 
 @dataclass
@@ -224,7 +215,6 @@ class FakeGitHub:
         self.issued_tokens: list[IssuedToken] = []
         self.violations: list[str] = []  # OpenAPI findings on requests and responses
         self.faults: list[Fault] = []
-        self.hooks: list[Hook] = []
         self.hooks: list[Hook] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # the App manifest flow
         self.webhook_secret: str | None = None  # set when an App is made from a manifest
@@ -397,6 +387,36 @@ class FakeGitHub:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), status,
                                      dict(headers or {}), {"message": message}, times))
 
+    def rate_limit_next(self, method: str, path_regex: str, *, reset_in_s: float,
+                        status: int = 403, times: int = 1) -> int:
+        """The next `times` matching requests meet a spent primary rate limit, answered as
+        GitHub does: `status` (403, or 429) with `X-RateLimit-Remaining: 0` and the reset
+        as epoch seconds in `X-RateLimit-Reset`. Returns that reset time."""
+        reset = int(time.time() + reset_in_s)
+        headers = {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0",
+                   "X-RateLimit-Used": "5000", "X-RateLimit-Reset": str(reset),
+                   "X-RateLimit-Resource": "core"}
+        with self.lock:
+            self.faults.append(Fault(method.upper(), re.compile(path_regex), status, headers, {
+                "message": f"API rate limit exceeded for installation ID "
+                           f"{self.installation_id}.",
+                "documentation_url": "https://docs.github.com/rest/using-the-rest-api/"
+                                     "rate-limits-for-the-rest-api"}, times))
+        return reset
+
+    def deny_permission(self, method: str, path_regex: str, accepted: str, *,
+                        times: int = 1) -> None:
+        """The next `times` matching requests are refused as they are when the App lacks a
+        permission: 403 "Resource not accessible by integration", with the permission
+        sets that would do in `X-Accepted-GitHub-Permissions` (e.g. "issues=write")."""
+        with self.lock:
+            self.faults.append(Fault(
+                method.upper(), re.compile(path_regex), 403,
+                {"X-Accepted-GitHub-Permissions": accepted},
+                {"message": "Resource not accessible by integration",
+                 "documentation_url": "https://docs.github.com/rest", "status": "403"},
+                times))
+
     def drop_next(self, method: str, path_regex: str, *, after_processing: bool = False,
                   times: int = 1) -> None:
         """Close the connection of the next `times` matching requests without an answer;
@@ -404,24 +424,6 @@ class FakeGitHub:
         with self.lock:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), 0, {}, {}, times,
                                      "after" if after_processing else "before"))
-
-    def on_next(self, method: str, path_regex: str, action: Callable[[], None], *,
-                times: int = 1) -> None:
-        """Call `action` when the next `times` matching requests arrive, before they are
-        served (and before any fault): a test acts at that moment, e.g. pushes to a branch
-        while the bot's push is in flight. It runs in a thread; the fake keeps serving."""
-        with self.lock:
-            self.hooks.append(Hook(method.upper(), re.compile(path_regex), action, times))
-
-    def take_hook(self, method: str, path: str) -> Callable[[], None] | None:
-        with self.lock:
-            for hook in self.hooks:
-                if hook.method == method and hook.path.search(path):
-                    hook.times -= 1
-                    if hook.times <= 0:
-                        self.hooks.remove(hook)
-                    return hook.action
-        return None
 
     def on_next(self, method: str, path_regex: str, action: Callable[[], None], *,
                 times: int = 1) -> None:
