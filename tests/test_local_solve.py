@@ -11,10 +11,10 @@ from workers.local_solve import (
     LocalRepoError,
     bring_back,
     check_repository,
-    clone_workspace,
     slugify,
     unique_branch,
 )
+from workers.run_path import open_workspace
 
 
 def test_rejects_what_is_not_a_clean_repository(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_subdirectory_resolves_to_top_level(tmp_path: Path) -> None:
 def test_workspace_round_trip_leaves_the_users_branch_alone(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     head = git(repo, "rev-parse", "HEAD").strip()
-    host = clone_workspace(repo, tmp_path / "run")
+    host = open_workspace(repo, None, tmp_path / "run")  # as `frognano solve` does
     workspace = host.work_tree
     assert host.base == head and workspace == tmp_path / "run" / "workspace"
     exclude = (workspace / ".git" / "info" / "exclude").read_text()

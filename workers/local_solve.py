@@ -50,11 +50,6 @@ def check_repository(path: Path) -> Path:
     return top
 
 
-def clone_workspace(repo: Path, run_dir: Path) -> HostRepo:
-    """HEAD of `repo` into `run_dir/workspace`, its objects into `run_dir/git`."""
-    return HostRepo.create(repo, None, run_dir / "git", run_dir / "workspace")
-
-
 def slugify(text: str, limit: int = 40) -> str:
     first_line = next((line for line in text.splitlines() if line.strip()), "fix")
     slug = re.sub(r"[^a-z0-9]+", "-", first_line.lower()).strip("-")
