@@ -79,8 +79,9 @@ def not_allowed_cancel(actor: str) -> str:
 def review_pushed(actor: str, commit: str, final_summary: str,
                   replayed_on: str | None = None) -> str:
     moved = (f" The branch moved during the run, so the change was replayed on "
-             f"{replayed_on[:12]} without a conflict; the tests ran before that replay, "
-             "not on the merged result." if replayed_on else "")
+             f"{replayed_on[:12]} without a conflict and the tests were re-run on the merged "
+             f"result, with the test files as they are on {replayed_on[:12]}; the result "
+             "above is that re-run's." if replayed_on else "")
     return (f"@{actor} 🐸 **FrogNano** pushed {commit[:12]} on top of this branch for your "
             f"feedback. The repository's tests after it: {escape_text(final_summary)}.{moved}"
             " The test report in the description is updated; it still needs human review.")
@@ -89,6 +90,29 @@ def review_pushed(actor: str, commit: str, final_summary: str,
 def review_not_pushed(reason: str) -> str:
     return (f"🐸 **FrogNano** did not push a change for this feedback: "
             f"{neutralize_mentions(reason)}. The branch is as it was.")
+
+
+def review_replay_failed(branch: str, head: str, reasons: list[str], output: str) -> str:
+    """The branch moved during a review run; the change applies on the new head, but the
+    tests re-run on the merged result do not pass, so nothing was pushed."""
+    lines = [f"🐸 **FrogNano** did not push a change for this feedback: {code_span(branch)} "
+             f"moved to {head[:12]} during the run. The change applies on it without a "
+             "conflict, but the repository's tests, re-run on the merged result with the "
+             f"test files as they are on {head[:12]}, do not pass:", "",
+             *[f"- {escape_text(r)}" for r in reasons]]
+    if output.strip():
+        lines += ["", "Tail of the re-run:", _fence(output)]
+    lines += ["", "The branch is as it was; comment `/frognano` here to try again on its "
+                  "new head."]
+    return "\n".join(lines)
+
+
+def status_pushed_after_cancel(url: str, attempt: int, reason: str) -> str:
+    """A cancel that arrived once GitHub had accepted the push: too late for it."""
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** pushed its change (attempt {attempt}): {url}. "
+            f"The cancel ({reason}) arrived after GitHub had accepted the push, too late to "
+            "stop it: the pull request is complete and nothing more runs. It needs human "
+            "review.")
 
 
 def not_allowed(actor: str) -> str:

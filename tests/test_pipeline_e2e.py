@@ -400,7 +400,7 @@ def test_a_branch_moved_during_a_review_run_gets_the_change_replayed_on_top(
     assert git(check, "rev-parse", "HEAD^").strip() == moved, \
         "replayed on the commit pushed during the run, which stays"
     assert git(check, "rev-parse", "HEAD").strip()[:12] in reply
-    assert f"replayed on {moved[:12]}" in reply and "not on the merged result" in reply
+    assert f"replayed on {moved[:12]}" in reply and "re-run on the merged result" in reply
     assert (check / "NOTES.md").read_text() == "pushed during the run\n"
     assert "# add returns the sum" in (check / "calc.py").read_text()
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],

@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import pathspec
 
 from bot.github_api import GitHubApi, PullInfo, RepoRef
 from bot.messages import NEEDS_REVIEW_LABEL
+from workers.agent.verdict_run import Judgement
 from workers.hostgit import GitError, HostRepo, Identity, Snapshot, run_git
 from workers.repo_cache import RepoCache
 
@@ -68,11 +70,28 @@ def bot_identity(login: str) -> Identity:
     return (login, f"{login}@users.noreply.github.com")
 
 
+def _current() -> bool:
+    return True
+
+
+class Stopped(Exception):
+    """A newer generation (a cancel, or a newer trigger) arrived before a push: nothing
+    was pushed. Checked right before every push attempt; once GitHub has accepted a push,
+    a cancel is too late for it and the caller finishes the PR steps."""
+
+
+def _check(current: Callable[[], bool], branch: str) -> None:
+    if not current():
+        raise Stopped(f"a newer trigger arrived before the push of `{branch}`")
+
+
 def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
-                      token: str) -> None:
+                      token: str, *, current: Callable[[], bool] = _current) -> None:
     """Force-push, again after a failure: a force-push is idempotent, and a dropped
-    connection must not throw away a run whose tests passed."""
+    connection must not throw away a run whose tests passed. `current()` is asked before
+    each attempt; False raises Stopped (nothing more is pushed)."""
     for attempt in range(1, PUSH_ATTEMPTS + 1):
+        _check(current, branch)
         try:
             cache.push(host.git_dir, url, commit, branch, token)
             return
@@ -88,14 +107,41 @@ class BranchMoved(GitError):
     """The PR branch moved during the run and the change does not apply on its new head."""
 
 
+class ReplayFailed(Exception):
+    """The change applies on the moved branch's new head, but the verdict on the merged
+    tree refuses it: nothing was pushed."""
+
+    def __init__(self, branch: str, head: str, judgement: Judgement) -> None:
+        super().__init__(f"`{branch}` moved to {head[:12]} during the run and the tests "
+                         "fail on the change replayed on it")
+        self.branch, self.head, self.judgement = branch, head, judgement
+
+
+# The verdict on a replayed tree: (the run's repository with the new head as its base, the
+# merged tree) → the harness's judgement, as for the run itself (review_publish.py).
+JudgeReplay = Callable[[HostRepo, str], Judgement]
+MAX_REPLAYS = 2  # the branch moved again while the replay was being tested: once more
+
+
+@dataclass(frozen=True)
+class Pushed:
+    commit: str  # what the branch now points at
+    replayed_on: str | None = None  # the moved head the change was replayed on, if any
+    judgement: Judgement | None = None  # the verdict on the replayed tree, if any
+
+
 def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
-                snapshot: Snapshot, branch: str, message: str
-                ) -> tuple[str, str | None]:
+                snapshot: Snapshot, branch: str, message: str, judge_replay: JudgeReplay,
+                current: Callable[[], bool] = _current) -> Pushed:
     """Commit the snapshot on the PR head the run started from and push it without force.
-    If someone pushed to the branch meanwhile, the change is replayed on the new head by a
-    three-way merge in the host-owned git directory (never in the sandbox); a conflict
-    raises BranchMoved and nothing is pushed. Returns the pushed commit, and the head it
-    was replayed on (None when the branch had not moved)."""
+
+    If someone pushed to the branch meanwhile, the change is replayed on the new head by
+    a three-way merge in the host-owned git directory (never in the sandbox) and the
+    merged tree goes through the verdict again (`judge_replay`): nothing is pushed that
+    was not tested as pushed. A conflict raises BranchMoved, a refused replay
+    ReplayFailed. A push that failed without the branch moving (a dropped connection) is
+    tried again, up to PUSH_ATTEMPTS. `current()` is asked right before every push
+    attempt: False raises Stopped and nothing (more) is pushed."""
     unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
     if unsafe:  # every caller checks first; this is the last line before a push
         raise GitError(f"refusing to push {', '.join(unsafe[:5])}: workflow or git "
@@ -103,17 +149,43 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
     identity = bot_identity(github.bot_login())
     commit = host.commit(snapshot.tree, branch, message, identity=identity)
     url = github.clone_url(repo)
-    try:
-        cache.push(host.git_dir, url, commit, branch, github.installation_token(repo),
-                   force=False)
-        return commit, None
-    except GitError as exc:
-        log.info("fast-forward push of %s refused (%s); replaying on the new head", branch,
-                 exc)
-    head = cache.fetch_branch(host.git_dir, url, branch, github.installation_token(repo))
-    # The merge base of the new head and our commit is the run's base (our commit's one
-    # parent, an ancestor of the new head), so this replays exactly the run's change.
-    # (`--merge-base` would say so explicitly, but it needs git 2.40.)
+    parent, replayed_on, judged = host.base, None, None
+    failures = replays = 0
+    while True:
+        _check(current, branch)
+        try:
+            cache.push(host.git_dir, url, commit, branch, github.installation_token(repo),
+                       force=False)
+            return Pushed(commit, replayed_on, judged)
+        except GitError as exc:
+            failure = exc
+        head = cache.fetch_branch(host.git_dir, url, branch, github.installation_token(repo))
+        if head == commit:  # it went through; only the answer was lost
+            return Pushed(commit, replayed_on, judged)
+        if head == parent:  # the branch did not move: the push itself failed
+            failures += 1
+            if failures >= PUSH_ATTEMPTS:
+                raise failure
+            wait = PUSH_BACKOFF_SECONDS * 2 ** (failures - 1)
+            log.warning("push of %s failed (%s), retrying in %.0f s", branch, failure, wait)
+            time.sleep(wait)
+            continue
+        replays += 1
+        if replays > MAX_REPLAYS:
+            raise BranchMoved(f"`{branch}` kept moving during the run (now at {head[:12]}); "
+                              "nothing was pushed")
+        log.info("fast-forward push of %s refused (%s); replaying on %s", branch, failure,
+                 head[:12])
+        commit, judged = _replay(host, head, commit, branch, message, identity, judge_replay)
+        parent = replayed_on = head
+
+
+def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,
+            identity: Identity, judge_replay: JudgeReplay) -> tuple[str, Judgement]:
+    """The change of `commit` (over its one parent, an ancestor of `head`) merged onto
+    `head`, judged, and committed there; BranchMoved on a conflict, ReplayFailed when the
+    verdict refuses it. (`merge-tree --merge-base` would name the base, but needs git
+    2.40; the merge base of the two is that parent.)"""
     try:
         tree = run_git("merge-tree", "--write-tree", "--no-messages", head, commit,
                        git_dir=host.git_dir).decode().split("\n", 1)[0].strip()
@@ -121,18 +193,20 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
         log.info("replay of the change on %s failed: %s", head[:12], exc)
         raise BranchMoved(f"`{branch}` moved to {head[:12]} during the run and the change "
                           "conflicts with it") from exc
-    replayed = HostRepo(host.git_dir, host.work_tree, head).commit(
-        tree, branch, message, identity=identity)
-    cache.push(host.git_dir, url, replayed, branch, github.installation_token(repo),
-               force=False)
-    return replayed, head
+    at_head = HostRepo(host.git_dir, host.work_tree, head, max_diff_bytes=host.max_diff_bytes)
+    judgement = judge_replay(at_head, tree)
+    if not judgement.verdict.accepted:
+        raise ReplayFailed(branch, head, judgement)
+    return at_head.commit(tree, branch, message, identity=identity), judgement
 
 
 def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
                        snapshot: Snapshot, issue_number: int, title: str, body: str,
-                       base: str, message: str, reviewer: str) -> PullInfo:
+                       base: str, message: str, reviewer: str,
+                       current: Callable[[], bool] = _current) -> PullInfo:
     """Commit the snapshot's tree, force-push `frognano/issue-N`, then open or update its
-    one draft PR."""
+    one draft PR. `current()` is asked before each push attempt (Stopped: nothing was
+    pushed, no PR step ran); after an accepted push, the PR steps always finish."""
     api = github
     branch = branch_for(issue_number)
     unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
@@ -142,7 +216,7 @@ def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, ho
     commit = host.commit(snapshot.tree, branch, message, identity=bot_identity(api.bot_login()))
     # Minted just before use: the clone's token may have expired during a long run.
     push_with_retries(cache, host, api.clone_url(repo), commit, branch,
-                      api.installation_token(repo))
+                      api.installation_token(repo), current=current)
     existing = api.find_open_pull(repo, branch)
     if existing is not None:
         pull = api.update_pull(repo, existing.number, title=title, body=body)

@@ -3,9 +3,27 @@
 A review run (changes requested, or a `/frognano` comment on the bot's PR) starts from
 the PR branch's head; its change goes on top of that head without force
 (`workers/publish.push_on_top`), then the reply and the PR body's test report.
+
+Two races are settled here:
+
+- **The branch moved** (a human pushed during the run): the change is replayed on the
+  new head and the merged tree goes through the run's own verdict again (`judge_replay`),
+  so what is pushed is what was tested. Which tests count: the new head's, as it is.
+  After a replay the base *is* the new head, human commits included, so a human's edits
+  to tests or test configuration are trusted and run as they are there; the model's
+  edits to them are put back to the new head's version (they are run apart, as the
+  model's own tests, exactly as in the run). The baseline for the per-test comparison is
+  the new head's own test run.
+- **A cancel during publishing**: staleness is checked right before every push attempt
+  (`current`); a cancel before one pushes nothing and ends as `cancelled`. Once GitHub has
+  accepted a push the cancel is too late for it: the PR steps still finish (never a
+  pushed branch without its reply and report) and the status comment says the cancel
+  arrived after the push, and who cancelled.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from bot.github_api import RepoRef
 from bot.messages import (
@@ -13,41 +31,110 @@ from bot.messages import (
     pr_body,
     review_not_pushed,
     review_pushed,
+    review_replay_failed,
+    status_cancelled,
     status_done,
     status_failed,
+    status_pushed_after_cancel,
 )
 from bot.triggers import Trigger
+from sandbox import SandboxConfig, open_sandbox
 from workers.agent.result import SolveResult
-from workers.hostgit import HostRepo
-from workers.publish import BranchMoved, branch_for, push_on_top
+from workers.agent.verdict_run import Judgement, VerdictRunner
+from workers.coordination import IssueCoordinator
+from workers.hostgit import HostRepo, Snapshot
+from workers.publish import (
+    BranchMoved,
+    JudgeReplay,
+    ReplayFailed,
+    Stopped,
+    branch_for,
+    push_on_top,
+)
 from workers.runtime import Runtime
 from workers.status import StatusComment
 
 
-def publish_review(rt: Runtime, trigger: Trigger, generation: int, host: HostRepo,
-                   result: SolveResult, report: RunReport, status: StatusComment,
-                   title: str, message: str) -> str:
+def publish_review(rt: Runtime, trigger: Trigger, generation: int,
+                   coordinator: IssueCoordinator, host: HostRepo, result: SolveResult,
+                   report: RunReport, status: StatusComment, title: str, message: str,
+                   test_timeout: float) -> str:
     """A review's passing change: a new commit on the PR branch, a reply, the PR body's
-    test report updated; a conflict with commits pushed meanwhile leaves the branch."""
+    test report updated. Outcomes: pushed; conflict or replay_failed (the branch moved
+    and the change does not apply, or fails the tests on it: a comment, the branch as it
+    was); cancelled or superseded (a newer generation before the push: nothing pushed)."""
     repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
     branch = branch_for(trigger.issue_number)
     pull_number = trigger.pull_number or trigger.issue_number
     assert result.snapshot is not None  # decide() publishes only a readable change
     try:
-        commit, replayed_on = push_on_top(
+        pushed = push_on_top(
             github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
-            snapshot=result.snapshot, branch=branch, message=message)
+            snapshot=result.snapshot, branch=branch, message=message,
+            judge_replay=judge_replay(rt.sandbox_backend, host, result.test_command,
+                                      test_timeout),
+            current=lambda: not coordinator.is_stale(generation))
+    except Stopped:
+        outcome, reason = coordinator.stop_reason()
+        if reason is not None:  # a cancel; a superseding run owns the status comment
+            status.set(status_cancelled(reason, generation))
+        return outcome
     except BranchMoved as exc:
         rt.github.comment(repo, pull_number, review_not_pushed(str(exc)))
         status.set(status_failed(str(exc), generation))
         return "conflict"
+    except ReplayFailed as exc:
+        final = exc.judgement.final
+        rt.github.comment(repo, pull_number, review_replay_failed(
+            branch, exc.head, exc.judgement.verdict.reasons, final.output))
+        status.set(status_failed(f"{exc}; nothing was pushed", generation))
+        return "replay_failed"
+    if pushed.judgement is not None:  # the report describes the tree that was pushed
+        report = _replayed_report(report, pushed.judgement)
     pull = rt.github.find_open_pull(repo, branch)
     if pull is not None:
         rt.github.update_pull(repo, pull.number, title=title, body=pr_body(report))
-    reply = review_pushed(trigger.actor, commit, report.final_summary, replayed_on)
+    reply = review_pushed(trigger.actor, pushed.commit, report.final_summary,
+                          pushed.replayed_on)
     if trigger.review_comment_id is not None:  # answered where it was asked
         rt.github.reply_to_review_comment(repo, pull_number, trigger.review_comment_id, reply)
     else:
         rt.github.comment(repo, pull_number, reply)
-    status.set(status_done(pull.url if pull else branch, generation))
+    where = pull.url if pull else branch
+    if coordinator.is_stale(generation):  # a cancel or a newer trigger, after the push
+        late, reason = coordinator.stop_reason()
+        if late == "cancelled" and reason is not None:
+            status.set(status_pushed_after_cancel(where, generation, reason))
+        # superseded: the newer attempt's "queued" stays until it runs on this push
+        return "pushed"
+    status.set(status_done(where, generation))
     return "pushed"
+
+
+def judge_replay(backend: str, host: HostRepo, test_command: str,
+                 timeout: float) -> JudgeReplay:
+    """The run's verdict for a tree made after its sandbox closed: fresh sandboxes built
+    as the run's (`workers/run_path.execute`'s config) with the private area as setup left
+    it (the harness's copy under `<run>/harness`), a baseline of the new head, then
+    `VerdictRunner.judge_snapshot`: the same restore of test files, the same rules."""
+    run_dir = host.work_tree.parent
+
+    def judge(at_head: HostRepo, tree: str) -> Judgement:
+        config = SandboxConfig(workspace=host.work_tree, private_dir=run_dir / "private")
+        runner = VerdictRunner(None, at_head, test_command, run_dir / "harness",
+                               config=config,
+                               open_sandbox=lambda c: open_sandbox(backend, c))
+        baseline = runner.baseline(timeout)
+        snapshot = Snapshot(base=at_head.base, tree=tree, diff="",
+                            paths=at_head.changed_paths(tree), links=at_head.links(tree))
+        return runner.judge_snapshot(baseline, snapshot, timeout)
+
+    return judge
+
+
+def _replayed_report(report: RunReport, judgement: Judgement) -> RunReport:
+    return dataclasses.replace(
+        report, final_summary=judgement.final.summary(), final_output=judgement.final.output,
+        verdict_notes=[*judgement.verdict.notes, "the tests were re-run on the change "
+                       "replayed on the branch's new head"],
+        new_tests=judgement.verdict.new_tests_summary())

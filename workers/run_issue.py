@@ -192,8 +192,9 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         return decision.outcome
     message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
     if reviewing:
-        return publish_review(rt, trigger, generation, host, result, report, status,
-                              f"[FrogNano] {issue.title}", message)
+        return publish_review(rt, trigger, generation, coordinator, host, result, report,
+                              status, f"[FrogNano] {issue.title}", message,
+                              plan.limits.test_timeout)
     pull = push_and_open_pull(
         github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
         snapshot=result.snapshot, issue_number=trigger.issue_number,
