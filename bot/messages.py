@@ -167,8 +167,11 @@ def attempts_section(report: AttemptsReport) -> list[str]:
                    f"lines in {chosen.files} file(s)).")
     else:
         verdict = f"No attempt passed; this report is attempt {chosen.number}'s."
-    skipped = ([f"Attempts {len(ran) + 1} to {report.allowed} did not run: attempt "
-                f"{chosen.number} passed first."] if len(ran) < report.allowed else [])
+    first_skipped = len(ran) + 1
+    which = (f"Attempt {first_skipped}" if first_skipped == report.allowed
+             else f"Attempts {first_skipped} to {report.allowed}")
+    skipped = [f"{which} did not run: attempt {chosen.number} passed first."] \
+        if first_skipped <= report.allowed and report.published else []
     rows = [f"| {a.number} | {a.seed if a.seed is not None else '–'} | "
             f"{escape_text(a.outcome)} | {a.steps} | {a.tokens} | {a.lines} | {a.files} |"
             for a in sorted(ran, key=lambda a: a.number)]

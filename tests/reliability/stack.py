@@ -51,7 +51,9 @@ def slow_fix_script(command: str, reasoning: str = "Look around first.") -> list
 
 @dataclass
 class StackOptions:
-    script: list[str]  # assistant texts, replayed from the start by every conversation
+    # Assistant texts, replayed from the start by every conversation (or one such list
+    # per seed: frognano/models.py).
+    script: list[str] | list[list[str]]
     run_workers: int = 1
     token_ttl: timedelta = timedelta(hours=1)
     env: dict[str, str] = field(default_factory=dict)  # extra worker environment

@@ -1,0 +1,150 @@
+"""Best of N end to end (workers/attempts.py): signed webhooks into the real receiver, a
+real redis-server, real Celery workers, real bubblewrap and git, the OpenAPI-checked fake
+GitHub, and a scripted model holding one script per seed (FROGNANO_SEED=0: attempt k
+replays script k).
+
+Three attempts at the calc issue: the first fails, the second passes with a large change,
+the third passes with a small one. With three model slots all three run at once and the
+small change is published; with one slot they run one after another and the first pass
+(the large one) ends the run, so the third never starts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runstore.store import RunStore
+from tests.conftest import git
+from tests.reliability.stack import (
+    FIX_CALC,
+    OWNER,
+    Stack,
+    StackOptions,
+    running_stack,
+    wait_for,
+)
+from tests.sandbox_support import HAVE_BWRAP
+from workers.models.scripted import final_answer, think_and_call
+
+pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
+
+# Each attempt first sits in a sleep, so that attempts run at once overlap for certain.
+WAIT = think_and_call("Wait for the service.", "Bash", command="sleep 3")
+NOTES = "".join(f"note {i}\\n" for i in range(20))
+SCRIPTS = [
+    [WAIT, final_answer("I could not find the bug.")],  # seed 0: fails
+    [WAIT, FIX_CALC, think_and_call("Document it at length.", "Bash",
+                                    command=f"printf '{NOTES}' > NOTES.md"),
+     final_answer("Fixed `add` and wrote notes.")],  # seed 1: passes, 21+ lines in 2 files
+    [WAIT, FIX_CALC, final_answer("Fixed `add`.")],  # seed 2: passes, 2 lines in 1 file
+]
+CONFIG = {".github/frognano.yml": "attempts_in_parallel: 3\nmax_attempts: 1\n"}
+
+
+def stack_with(tmp: Path, slots: int) -> Iterator[Stack]:
+    options = StackOptions(SCRIPTS, env={"FROGNANO_SEED": "0",
+                                         "FROGNANO_MODEL_SLOTS": str(slots),
+                                         "FROGNANO_MAX_PARALLEL_ATTEMPTS": "3"})
+    with running_stack(tmp, options) as stack:
+        stack.add_calc_repo("calc", CONFIG)
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def parallel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    yield from stack_with(tmp_path_factory.mktemp("parallel"), slots=3)
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    yield from stack_with(tmp_path_factory.mktemp("sequential"), slots=1)
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def finished_run(stack: Stack) -> Any:
+    store = RunStore(f"sqlite:///{stack.state / 'frognano.db'}", migrate=False)
+    try:
+        runs = store.list_runs(repo=f"{OWNER}/calc")
+        return runs[0] if runs and runs[0].finished else None
+    finally:
+        store.close()
+
+
+def published_tree(stack: Stack, tmp_path: Path) -> Path:
+    clone = tmp_path / "check"
+    git(tmp_path, "clone", "-q", "--branch", "frognano/issue-1",
+        str(stack.fake.repo(OWNER, "calc").bare_path), str(clone))
+    return clone
+
+
+def attempt_rows(body: str) -> dict[int, str]:
+    """The PR body's attempts table: attempt number → its row, as GitHub shows it (the
+    outcome is escaped like all text in the body)."""
+    return {int(line.split("|")[1]): line.replace("\\", "") for line in body.splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
+
+
+def test_three_at_once_publish_the_smallest_passing_change(parallel: Stack,
+                                                          tmp_path: Path) -> None:
+    assert parallel.label("calc", 1).status_code == 202
+    pull = wait_for(lambda: parallel.fake.pulls(OWNER, "calc"), timeout=180,
+                    message="a draft PR")[0]
+    run = wait_for(lambda: finished_run(parallel), message="the run record")
+    assert run.outcome == "pr_opened"
+
+    # The published branch is the third attempt's: the fix alone, no notes.
+    clone = published_tree(parallel, tmp_path)
+    assert "return a + b" in (clone / "calc.py").read_text()
+    assert not (clone / "NOTES.md").exists(), "the larger passing change was published"
+
+    # Each attempt kept its own transcript and seed, and they ran at the same time.
+    first, second, third = (parallel.state / "transcripts" / OWNER / "calc" / name
+                            for name in ("issue-1-attempt-1.jsonl",
+                                         "issue-1-attempt-1-2.jsonl",
+                                         "issue-1-attempt-1-3.jsonl"))
+    runs = [next(r for r in records(t) if r["kind"] == "run") for t in (first, second, third)]
+    assert [r["seed"] for r in runs] == [0, 1, 2]
+    results = [next(r for r in records(t) if r["kind"] == "result")
+               for t in (first, second, third)]
+    assert [r["tests_passed"] for r in results] == [False, True, True]
+    assert max(r["time"] for r in runs) < min(r["time"] for r in results), \
+        "every attempt started before any ended"
+
+    # The body says which attempt this is and how the others ended.
+    assert "## Attempts" in pull.body and "This change is attempt 3" in pull.body
+    rows = attempt_rows(pull.body)
+    assert sorted(rows) == [1, 2, 3]
+    assert "failed" in rows[1] and "passed, larger change" in rows[2]
+    assert "chosen" in rows[3] and rows[3].rstrip().endswith("| 2 | 1 |")
+    assert "3 at a time" in pull.body
+    assert parallel.status("calc", 1).count("opened a draft pull request") == 1
+
+
+def test_one_slot_runs_them_in_turn_and_stops_at_the_first_pass(sequential: Stack,
+                                                                 tmp_path: Path) -> None:
+    assert sequential.label("calc", 1).status_code == 202
+    pull = wait_for(lambda: sequential.fake.pulls(OWNER, "calc"), timeout=180,
+                    message="a draft PR")[0]
+    run = wait_for(lambda: finished_run(sequential), message="the run record")
+    assert run.outcome == "pr_opened"
+    # The second attempt passed first: its change is published, the third never ran.
+    clone = published_tree(sequential, tmp_path)
+    assert (clone / "NOTES.md").exists() and "return a + b" in (clone / "calc.py").read_text()
+    names = [p.name for p in sequential.transcripts("calc")]
+    assert names == ["issue-1-attempt-1-2.jsonl", "issue-1-attempt-1.jsonl"]
+    first, second = (sequential.state / "transcripts" / OWNER / "calc" / n
+                     for n in ("issue-1-attempt-1.jsonl", "issue-1-attempt-1-2.jsonl"))
+    ended = next(r for r in records(first) if r["kind"] == "result")["time"]
+    began = next(r for r in records(second) if r["kind"] == "run")["time"]
+    assert ended < began, "one after another"
+    rows = attempt_rows(pull.body)
+    assert sorted(rows) == [1, 2] and "chosen" in rows[2] and "failed" in rows[1]
+    assert "Attempt 3 did not run: attempt 2 passed first." in pull.body
+    assert "one after another" in pull.body
