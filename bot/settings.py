@@ -204,6 +204,10 @@ class LimitSettings(BaseSettings):
     queue: str = Field(default="frognano", alias="FROGNANO_QUEUE",
                        description="Celery queue for runs; accept tasks use "
                                    "`<queue>-control`.")
+    run_workers_per_gpu: int = Field(
+        default=1, ge=1, le=64, alias="FROGNANO_RUN_WORKERS_PER_GPU",
+        description="Run workers `frognano up` starts per GPU, each pinned to it with its "
+                    "own model (no GPU: this many in all; `up --workers-per-gpu`).")
     sandbox: Literal["bubblewrap", "unsafe-local"] = Field(
         default="bubblewrap", alias="FROGNANO_SANDBOX",
         description="Isolation backend (`unsafe-local` for development only; "

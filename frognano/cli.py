@@ -72,16 +72,13 @@ def _parser() -> argparse.ArgumentParser:
 
     up = commands.add_parser("up", help="run the whole bot on this host: receiver, workers, "
                                         "and a private Redis unless FROGNANO_REDIS_URL is set")
-    up.add_argument("--host", default="127.0.0.1",
-                    help="address to bind (default 127.0.0.1: put it behind your HTTPS proxy)")
-    up.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    up.add_argument("--workers", type=int, default=1,
-                    help="run workers; one per GPU with an in-process model (default 1)")
+    _add_receiver_flags(up)
+    # `--workers` is the older spelling; it always meant this.
+    up.add_argument("--workers-per-gpu", "--workers", dest="workers_per_gpu", type=int,
+                    help="run workers per GPU, each pinned to it with its own model; without "
+                         "a GPU this many in all (default 1, $FROGNANO_RUN_WORKERS_PER_GPU)")
 
-    serve = commands.add_parser("serve", help="run the webhook receiver")
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address to bind (default 127.0.0.1: put it behind your HTTPS proxy)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    _add_receiver_flags(commands.add_parser("serve", help="run the webhook receiver"))
 
     app = commands.add_parser("app", help="the GitHub App")
     app_commands = app.add_subparsers(dest="app_command", required=True)
@@ -99,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int,
                         help="parallel tasks (default: 1 run, or 8 accept tasks)")
     return parser
+
+
+def _add_receiver_flags(command: argparse.ArgumentParser) -> None:
+    """Where the receiver listens: the same for `serve` and `up`."""
+    command.add_argument("--host", default="127.0.0.1",
+                         help="address to bind (default 127.0.0.1: put it behind your HTTPS "
+                              "proxy)")
+    command.add_argument("--port", type=int, default=8000, help="port (default 8000)")
 
 
 def _positive(parser: argparse.ArgumentParser, name: str, value: float | None) -> None:
@@ -191,8 +196,10 @@ def _run_service(args: argparse.Namespace, settings: BotSettings) -> int:
     if args.command == "up":
         from frognano.up_command import run_up
 
-        return run_up(settings, host=args.host, port=args.port, workers=args.workers,
-                      state_dir=settings.state_dir)
+        per_gpu = args.workers_per_gpu
+        return run_up(settings, host=args.host, port=args.port,
+                      workers_per_gpu=settings.run_workers_per_gpu if per_gpu is None
+                      else per_gpu, state_dir=settings.state_dir)
     if args.command == "serve":
         from frognano.serve_command import run_serve
 

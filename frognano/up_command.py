@@ -6,7 +6,9 @@ supervisor, which then stops them in order:
 - a private `redis-server` (only when no FROGNANO_REDIS_URL is configured), with an
   append-only file under the state directory, so queued tasks survive a restart;
 - the webhook receiver; without App credentials it still serves the setup pages;
-- one control worker and N run workers, only when the App and the model are configured.
+- one control worker and N run workers per GPU (frognano/gpus.py: each pinned to its GPU
+  with CUDA_VISIBLE_DEVICES, each with its own model; on the CPU N in all), only when the
+  App and the model are configured.
 
 A child that dies unexpectedly is restarted with backoff. Shutdown stops the receiver
 first (no new deliveries), then lets the workers finish their running tasks (Celery's warm
@@ -35,6 +37,7 @@ import redis
 from bot.settings import BotSettings
 from frognano.doctor import all_checks
 from frognano.doctor import report as doctor_report
+from frognano.gpus import plan_run_workers, scan_gpus
 from frognano.supervisor import (
     DEFAULT_WORKER_GRACE_S,
     EXIT_BAD_SETUP,
@@ -177,13 +180,14 @@ def _banner(url: str, redis_text: str, workers_text: str, state_dir: Path,
         "", ""])
 
 
-def run_up(settings: BotSettings, *, host: str, port: int, workers: int, state_dir: Path,
-           redis_port: int | None = None, worker_grace_s: float = DEFAULT_WORKER_GRACE_S,
-           stream: IO[str] | None = None) -> int:
+def run_up(settings: BotSettings, *, host: str, port: int, workers_per_gpu: int,
+           state_dir: Path, redis_port: int | None = None,
+           worker_grace_s: float = DEFAULT_WORKER_GRACE_S, stream: IO[str] | None = None
+           ) -> int:
     """Run the bot on this host until SIGINT/SIGTERM; return the exit status."""
     output = Output(stream or sys.stdout)
-    if workers < 1:
-        output.note(f"--workers must be at least 1, not {workers}")
+    if workers_per_gpu < 1:
+        output.note(f"--workers-per-gpu must be at least 1, not {workers_per_gpu}")
         return EXIT_BAD_SETUP
     state_dir.mkdir(parents=True, exist_ok=True)
     if _port_taken(host, port):
@@ -196,15 +200,16 @@ def run_up(settings: BotSettings, *, host: str, port: int, workers: int, state_d
         with StopRequests().installed() as stops:
             supervisor = Supervisor(output, stops, worker_grace_s)
             try:
-                return _run(supervisor, settings, host=host, port=port, workers=workers,
-                            state_dir=state_dir, redis_port=redis_port)
+                return _run(supervisor, settings, host=host, port=port,
+                            workers_per_gpu=workers_per_gpu, state_dir=state_dir,
+                            redis_port=redis_port)
             finally:
                 supervisor.shutdown()
                 output.note("stopped")
 
 
 def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
-         workers: int, state_dir: Path, redis_port: int | None) -> int:
+         workers_per_gpu: int, state_dir: Path, redis_port: int | None) -> int:
     output = supervisor.output
     # The same checks as `frognano doctor`, so what is missing is said before it matters.
     checks = io.StringIO()
@@ -251,11 +256,17 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
         supervisor.add(ChildSpec("control", "worker",
                                  [sys.executable, "-m", "frognano", "worker", "--control"],
                                  essential=False), env)
-        for index in range(1, workers + 1):
-            supervisor.add(ChildSpec(f"worker-{index}", "worker",
+        # A model server (an http(s) URL) holds the GPUs itself; an in-process model is
+        # loaded by every run worker, so those are spread over the GPUs.
+        served = (settings.model or "").startswith(("http://", "https://"))
+        run_workers, placed = plan_run_workers(workers_per_gpu,
+                                               None if served else scan_gpus(os.environ))
+        for worker in run_workers:
+            supervisor.add(ChildSpec(worker.name, "worker",
                                      [sys.executable, "-m", "frognano", "worker",
-                                      "--concurrency", "1"], essential=False), env)
-        workers_text = f"1 control worker and {workers} run worker(s)"
+                                      "--concurrency", "1"], essential=False),
+                           {**env, **worker.env})
+        workers_text = f"1 control worker and {placed}"
         next_step = (f"label an issue `{settings.trigger_label}` in a repository the App "
                      "is installed on")
         if not settings.webhook_secret:
@@ -277,12 +288,11 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
 def _receiver_main(argv: list[str]) -> int:
     """`python -m frognano.up_command --host H --port P`: the receiver as `up` runs it,
     serving the setup pages even before the App (and its webhook secret) exists."""
-    from frognano.cli import load_settings
+    from frognano.cli import _add_receiver_flags, load_settings
     from frognano.serve_command import run_serve
 
     parser = argparse.ArgumentParser(prog="frognano up (receiver)")
-    parser.add_argument("--host", required=True)
-    parser.add_argument("--port", type=int, required=True)
+    _add_receiver_flags(parser)  # `up` passes its own --host and --port on
     args = parser.parse_args(argv)
     settings = load_settings()  # the same reading as every other command's
     if settings is None:

@@ -47,13 +47,15 @@ import sys
 from pathlib import Path
 from bot.settings import BotSettings
 from frognano.up_command import run_up
-sys.exit(run_up(BotSettings(), host="127.0.0.1", port=int(sys.argv[1]), workers=1,
-                state_dir=Path(sys.argv[2])))
+settings = BotSettings()
+sys.exit(run_up(settings, host="127.0.0.1", port=int(sys.argv[1]),
+                workers_per_gpu=settings.run_workers_per_gpu, state_dir=Path(sys.argv[2])))
 """
 # Settings the developer's shell may hold that would change what `up` does.
 _SCRUBBED = ("FROGNANO_REDIS_URL", "GITHUB_APP_ID", "GITHUB_PRIVATE_KEY",
              "GITHUB_PRIVATE_KEY_PATH", "GITHUB_WEBHOOK_SECRET", "FROGNANO_MODEL",
-             "FROGNANO_STATE_DIR", "FROGNANO_WORK_DIR")
+             "FROGNANO_STATE_DIR", "FROGNANO_WORK_DIR", "FROGNANO_RUN_WORKERS_PER_GPU",
+             "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
 def wait_for(what: Callable[[], Any], timeout: float = 30, message: str = "") -> Any:
@@ -277,7 +279,8 @@ def test_queued_work_survives_a_restart_and_dead_workers_come_back(
                 "FROGNANO_SANDBOX": "bubblewrap" if HAVE_BWRAP else "unsafe-local"})
     second = Up(state_dir, tmp_path / "up2.log", env)
     try:
-        assert "1 control worker and 1 run worker(s)" in second.output()
+        assert "1 control worker and 1 run worker(s) on the CPU (nvidia-smi is not " \
+            "installed)" in second.output()
         wait_for(lambda: any(r.content == "eyes" for r in fake_github.reactions),
                  message="the 👀 reaction from the accept task queued before the restart")
         wait_for(lambda: fake_github.pulls(OWNER, REPO), timeout=40, message="the draft PR")
@@ -291,4 +294,60 @@ def test_queued_work_survives_a_restart_and_dead_workers_come_back(
         code = second.stop()
         subprocess.run(["rm", "-rf", str(work_dir)], check=False)
     assert code == 0, second.output()
+    assert processes_marked(str(state_dir)) == []
+
+
+# A host with two GPUs, as nvidia-smi would list them (no GPU here: the one process edge
+# faked); the runs themselves go to the scripted model.
+FAKE_NVIDIA_SMI = """#!/bin/sh
+[ "$1" = "--query-gpu=index,uuid,name,memory.total" ] || exit 9
+echo "0, GPU-8c1f0aaa, NVIDIA H200, 143771"
+echo "1, GPU-8c1f0bbb, NVIDIA H200, 143771"
+"""
+
+
+def _environ(pid: int) -> dict[str, str]:
+    pairs = (entry.split(b"=", 1) for entry in _read(f"/proc/{pid}/environ").split(b"\0")
+             if b"=" in entry)
+    return {key.decode(): value.decode() for key, value in pairs}
+
+
+def test_run_workers_per_gpu_are_pinned_each_to_its_gpu(state_dir: Path, tmp_path: Path,
+                                                        fake_github: FakeGitHub) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (tools / "nvidia-smi").chmod(0o755)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    env = {**base_env(state_dir), "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+           "FROGNANO_RUN_WORKERS_PER_GPU": "2", "GITHUB_WEBHOOK_SECRET": SECRET,
+           "GITHUB_APP_ID": str(fake_github.app_id),
+           "GITHUB_PRIVATE_KEY": fake_github.private_key_pem,
+           "GITHUB_API_URL": fake_github.api_url, "FROGNANO_MODEL": f"scripted:{script}",
+           "FROGNANO_SANDBOX": "bubblewrap" if HAVE_BWRAP else "unsafe-local"}
+    up = Up(state_dir, tmp_path / "up.log", env)
+    try:
+        assert ("1 control worker and 4 run worker(s), 2 per GPU on 2 GPU(s) from nvidia-smi: "
+                "worker-1, worker-2 on GPU 0 (NVIDIA H200, 143,771 MiB); worker-3, worker-4 "
+                "on GPU 1 (NVIDIA H200, 143,771 MiB)") in up.output()
+        pinned = {}
+        for index in range(1, 5):
+            [pid] = up.pids(f"worker-{index}")
+            environ = _environ(pid)
+            assert environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID", \
+                "nvidia-smi's index is the PCI bus order; CUDA's default is fastest first"
+            assert environ["FROGNANO_STATE_DIR"] == str(state_dir)
+            pinned[f"worker-{index}"] = environ.get("CUDA_VISIBLE_DEVICES")
+        assert pinned == {"worker-1": "0", "worker-2": "0", "worker-3": "1", "worker-4": "1"}
+        [control] = up.pids("control")
+        assert "CUDA_VISIBLE_DEVICES" not in _environ(control), "the control worker has no model"
+        assert not up.pids("worker-5")
+        # Each is a live Celery worker taking runs, one at a time.
+        wait_for(lambda: all(children_of(pid) for index in range(1, 5)
+                             for pid in up.pids(f"worker-{index}")),
+                 timeout=60, message="every run worker's pool process")
+    finally:
+        code = up.stop()
+    assert code == 0, up.output()
     assert processes_marked(str(state_dir)) == []
