@@ -69,10 +69,13 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 
 def finished_run(stack: Stack) -> Any:
+    """The run record, once finished, with its events (the dashboard's view)."""
     store = RunStore(f"sqlite:///{stack.state / 'frognano.db'}", migrate=False)
     try:
         runs = store.list_runs(repo=f"{OWNER}/calc")
-        return runs[0] if runs and runs[0].finished else None
+        if not runs or not runs[0].finished:
+            return None
+        return runs[0], [record for _, record in store.events(runs[0].id)]
     finally:
         store.close()
 
@@ -96,8 +99,15 @@ def test_three_at_once_publish_the_smallest_passing_change(parallel: Stack,
     assert parallel.label("calc", 1).status_code == 202
     pull = wait_for(lambda: parallel.fake.pulls(OWNER, "calc"), timeout=180,
                     message="a draft PR")[0]
-    run = wait_for(lambda: finished_run(parallel), message="the run record")
+    run, events = wait_for(lambda: finished_run(parallel), message="the run record")
     assert run.outcome == "pr_opened"
+    # The record's result is the chosen attempt's (3 steps), stored once; the choice is
+    # one of its events.
+    assert run.steps == 3 and [e["kind"] for e in events].count("result") == 1
+    chosen = next(e for e in events if e["kind"] == "attempts")
+    assert chosen["chosen"] == 2 and chosen["published"] is True
+    assert [a["outcome"] for a in chosen["attempts"]] == [
+        "failed (max_attempts)", "passed, larger change", "chosen"]
 
     # The published branch is the third attempt's: the fix alone, no notes.
     clone = published_tree(parallel, tmp_path)
@@ -132,8 +142,8 @@ def test_one_slot_runs_them_in_turn_and_stops_at_the_first_pass(sequential: Stac
     assert sequential.label("calc", 1).status_code == 202
     pull = wait_for(lambda: sequential.fake.pulls(OWNER, "calc"), timeout=180,
                     message="a draft PR")[0]
-    run = wait_for(lambda: finished_run(sequential), message="the run record")
-    assert run.outcome == "pr_opened"
+    run, _ = wait_for(lambda: finished_run(sequential), message="the run record")
+    assert run.outcome == "pr_opened" and run.steps == 4
     # The second attempt passed first: its change is published, the third never ran.
     clone = published_tree(sequential, tmp_path)
     assert (clone / "NOTES.md").exists() and "return a + b" in (clone / "calc.py").read_text()
