@@ -6,9 +6,10 @@ missing before the first issue is labelled instead of failing on it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -134,7 +135,7 @@ def check_model(settings: BotSettings) -> list[Check]:
     else:
         checks.append(Check("chat template", "ok", f"{len(info.chat_template)} characters"))
     checks.append(check_gpu())
-    return checks
+    return checks + check_gpus(settings, os.environ, info.path.stat().st_size)
 
 
 def check_gpu() -> Check:
@@ -148,6 +149,34 @@ def check_gpu() -> Check:
     return Check("gpu offload", "warn", "llama.cpp was built for the CPU only (slow)",
                  'CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=native" pip install '
                  "--force-reinstall --no-cache-dir llama-cpp-python==0.3.36 (in the venv)")
+
+
+def check_gpus(settings: BotSettings, environ: Mapping[str, str], model_bytes: int
+               ) -> list[Check]:
+    """The GPUs `frognano up` spreads its run workers over, and whether that many copies of
+    this model's weights fit on the smallest."""
+    from frognano.gpus import scan_gpus
+
+    per_gpu = settings.run_workers_per_gpu
+    scan = scan_gpus(environ)
+    if not scan.gpus:
+        return [Check("gpus", "ok", f"none ({scan.source}): `frognano up` runs {per_gpu} run "
+                                    "worker(s) on the CPU")]
+    found = Check("gpus", "ok", f"{len(scan.gpus)} from {scan.source}: "
+                                f"{', '.join(gpu.describe() for gpu in scan.gpus)}; "
+                                f"{per_gpu} run worker(s) each (FROGNANO_RUN_WORKERS_PER_GPU)")
+    sizes = [gpu.memory_mib for gpu in scan.gpus if gpu.memory_mib is not None]
+    if len(sizes) < len(scan.gpus):  # a device nvidia-smi could not name
+        return [found]
+    weights_mib, smallest = model_bytes / 2**20, min(sizes)
+    fits = int(smallest // weights_mib) if weights_mib else 0
+    detail = (f"{per_gpu} × the model's weights ({weights_mib:,.0f} MiB) in {smallest:,} MiB "
+              f"(the smallest GPU; {fits} would fit), and each run worker adds its own "
+              f"context cache (FROGNANO_N_CTX={settings.n_ctx}; docs/BENCHMARKS.md, runs per "
+              "GPU, measures both)")
+    if per_gpu > fits:
+        return [found, Check("vram", "warn", detail, "lower FROGNANO_RUN_WORKERS_PER_GPU")]
+    return [found, Check("vram", "ok", detail)]
 
 
 def check_app(settings: BotSettings) -> list[Check]:

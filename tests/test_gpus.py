@@ -85,3 +85,31 @@ def test_up_takes_workers_per_gpu_and_its_older_spelling() -> None:
     assert _parser().parse_args(["up"]).workers_per_gpu is None  # then the setting
     serve = _parser().parse_args(["serve", "--port", "9000"])
     assert (serve.host, serve.port) == ("127.0.0.1", 9000)
+
+
+def test_doctor_says_how_many_copies_of_the_model_fit_the_smallest_gpu(tmp_path: Path
+                                                                       ) -> None:
+    from bot.settings import BotSettings
+    from frognano.doctor import check_gpus
+
+    environ = {"PATH": _path_with_smi(tmp_path)}
+    model_bytes = 2_900_000_000  # FrogNano-4B Q4_K_M: 2,766 MiB, 8 of them in an L4's 23,034
+
+    def checks(per_gpu: int) -> dict[str, tuple[str, str]]:
+        settings = BotSettings(_env_file=None,  # type: ignore[call-arg]
+                               FROGNANO_RUN_WORKERS_PER_GPU=per_gpu)
+        return {c.name: (c.status, c.detail) for c in check_gpus(settings, environ,
+                                                                  model_bytes)}
+
+    eight = checks(8)
+    assert eight["gpus"] == ("ok", "2 from nvidia-smi: GPU 0 (NVIDIA H200, 143,771 MiB), "
+                                   "GPU 1 (NVIDIA L4, 23,034 MiB); 8 run worker(s) each "
+                                   "(FROGNANO_RUN_WORKERS_PER_GPU)")
+    assert eight["vram"][0] == "ok"
+    assert "8 × the model's weights (2,766 MiB) in 23,034 MiB (the smallest GPU; 8 would " \
+           "fit)" in eight["vram"][1]
+    assert checks(9)["vram"][0] == "warn"
+    [none] = check_gpus(BotSettings(_env_file=None, FROGNANO_RUN_WORKERS_PER_GPU=1),  # type: ignore[call-arg]
+                        {"PATH": "/nonexistent"}, model_bytes)
+    assert none.detail == ("none (nvidia-smi is not installed): `frognano up` runs 1 run "
+                           "worker(s) on the CPU")
