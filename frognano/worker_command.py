@@ -25,7 +25,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     from bot.github_client import GitHubAppClient
     from frognano.models import build_model, llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
-    from workers.models.base import Sampling
+    from workers.models.base import ModelClient, Sampling
     from workers.package_index import PackageIndex
     from workers.repo_cache import RepoCache
     from workers.runtime import Runtime
@@ -54,11 +54,15 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         run_store = open_run_store(settings.run_database_url)  # applies pending migrations
     except RunStoreUnavailable as exc:
         raise WorkerConfigError(str(exc)) from exc
+
+    def model_factory(seed: int | None = None) -> ModelClient:
+        return build_model(model_spec, Sampling(seed=seed), llama,
+                           chat_template=settings.chat_template)
+
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
         redis=redis.Redis.from_url(settings.redis_url),
-        model_factory=lambda seed=None: build_model(model_spec, Sampling(seed=seed), llama,
-                                                    chat_template=settings.chat_template),
+        model_factory=model_factory,
         repo_cache=RepoCache(settings.state_dir / "repos"),
         work_dir=settings.work_dir,  # the same default as `solve`'s (bot/settings.py)
         transcripts_dir=settings.state_dir / "transcripts",
