@@ -261,7 +261,7 @@ def render(records: list[dict[str, Any]]) -> tuple[str, str]:
         lines.append(f"| {record['name']} | {shown} |")
     from bench.runs_per_gpu import render_table
 
-    lines += render_table(records[1:])
+    lines += render_table(records[1:], kind)
     return kind, "\n".join(lines) + "\n"
 
 

@@ -190,7 +190,12 @@ _COLUMNS = (("sessions_per_hour", "sessions / hour"), ("session_s", "session wal
             ("aggregate_decode", "generated, all streams / wall"), ("vram_mib", "VRAM (peak)"))
 
 
-def render_table(records: list[dict[str, Any]]) -> list[str]:
+CPU_NOTE = ("- CPU scale, not a GPU figure: the N processes share this machine's cores "
+            "(each gets cores / N threads), so a larger N can gain little here; what it shows is "
+            "that the measurement works.")
+
+
+def render_table(records: list[dict[str, Any]], kind: str = "gpu") -> list[str]:
     """The N records as one table (N down, measures across) and the notes under it."""
     by_n: dict[int, dict[str, dict[str, Any]]] = {}
     notes = []
@@ -213,6 +218,8 @@ def render_table(records: list[dict[str, Any]]) -> list[str]:
         cells = [f"{row[key]['value']:,.1f} {row[key]['unit']}" if key in row and
                  row[key]["value"] is not None else "–" for key, _ in columns]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if kind == "cpu-scale":
+        notes.append(CPU_NOTE)
     return lines + (["", *notes] if notes else [])
 
 
