@@ -183,3 +183,15 @@ def test_a_scripted_model_replays_one_script_per_seed(tmp_path: Path) -> None:
     script.write_text(json.dumps([["a"], "b"]))
     with pytest.raises(ModelSpecError, match="one per seed"):
         build_model(f"scripted:{script}", Sampling(seed=1))
+
+
+def test_the_dashboard_shows_which_attempt_won() -> None:
+    from bot.dashboard import _environment
+
+    html = _environment().get_template("events.html").render(events=[
+        (1, {"kind": "attempt", "index": 1, "of": 3, "seed": 101}),
+        (2, {"kind": "attempts", "chosen": 2, "published": True,
+             "attempts": [vars(line) | {"outcome": "<b>x"} for line in LINES]})])
+    assert "Attempt 2 of 3" in html and "seed 101" in html
+    assert "Published: attempt 3" in html and html.count("<tr><td>") == 3
+    assert "&lt;b&gt;x" in html and "<b>x" not in html
