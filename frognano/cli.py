@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--control", action="store_true",
                         help="take the fast accept tasks instead of runs")
     worker.add_argument("--concurrency", type=int,
-                        help="parallel tasks (default: 1 run, or 8 accept tasks)")
+                        help="parallel tasks (default: $FROGNANO_RUN_WORKERS_PER_GPU runs, "
+                             "each its own model on this worker's GPU; or 8 accept tasks)")
     return parser
 
 

@@ -1,13 +1,16 @@
 """`frognano worker`: the composition root of a worker process.
 
-Two kinds of worker share one Redis: `frognano worker` takes runs (one at a time
-per GPU with the in-process model; more with a shared model server), and
-`frognano worker --control` takes the fast accept tasks.
+Two kinds of worker share one Redis: `frognano worker` takes runs, as many at once as
+FROGNANO_RUN_WORKERS_PER_GPU (or --concurrency) says, each in a pool process with its own
+in-process model on the one GPU this worker is pinned to (CUDA_VISIBLE_DEVICES; `frognano
+up` pins its workers itself, frognano/gpus.py), and `frognano worker --control` takes the
+fast accept tasks.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 from bot.settings import BotSettings
 from bot.triggers import CONTROL_QUEUE_SUFFIX
@@ -119,6 +122,24 @@ def run_worker(settings: BotSettings, *, control: bool, concurrency: int | None,
     if control:
         argv += ["--pool", "threads", "--concurrency", str(concurrency or 8)]
     else:
-        argv += ["--pool", "prefork", "--concurrency", str(concurrency or 1)]
+        _warn_if_not_pinned(settings)
+        argv += ["--pool", "prefork",
+                 "--concurrency", str(concurrency or settings.run_workers_per_gpu)]
     app.worker_main(argv)
     return 0
+
+
+def _warn_if_not_pinned(settings: BotSettings) -> None:
+    """An in-process model on a worker that sees several GPUs is split over all of them by
+    llama.cpp: each of its pool processes' models, on every GPU at once."""
+    from frognano.gpus import scan_gpus
+
+    if (settings.model or "").startswith(("http://", "https://")):
+        return  # the model server holds the GPUs
+    gpus = scan_gpus(os.environ).gpus
+    if len(gpus) > 1:
+        log.warning("this worker sees %d GPUs (%s), and llama.cpp splits each of its models "
+                    "over all of them: pin it to one with CUDA_VISIBLE_DEVICES=<index> (one "
+                    "worker per GPU, as deploy/systemd/frognano-worker@.service does), or run "
+                    "`frognano up`, which pins its run workers itself", len(gpus),
+                    ", ".join(gpu.describe() for gpu in gpus))

@@ -1,14 +1,22 @@
 """Which GPUs `frognano up` spreads its run workers over (frognano/gpus.py), with a fake
 `nvidia-smi` on PATH (no GPU here: the one process edge faked); tests/test_up.py checks
-the same plan reaches the real worker processes."""
+the same plan reaches the real worker processes, and the last test here runs a real
+`frognano worker` with the setting."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from frognano.cli import _parser
 from frognano.gpus import Gpu, GpuScan, plan_run_workers, scan_gpus
+from tests.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 LISTING = "0, GPU-aaa, NVIDIA H200, 143771\n1, GPU-bbb, NVIDIA L4, 23034\n"
 
@@ -113,3 +121,61 @@ def test_doctor_says_how_many_copies_of_the_model_fit_the_smallest_gpu(tmp_path:
                         {"PATH": "/nonexistent"}, model_bytes)
     assert none.detail == ("none (nvidia-smi is not installed): `frognano up` runs 1 run "
                            "worker(s) on the CPU")
+
+
+def _pool_size(pid: int) -> int:
+    """Live child processes of `pid` (a prefork Celery worker's pool)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        count += entry.isdigit() and f"\nPPid:\t{pid}\n" in status
+    return count
+
+
+def _start_worker(tmp_path: Path, redis_url: str, extra: dict[str, str]
+                  ) -> tuple[subprocess.Popen[bytes], Path]:
+    from tests.test_doctor import _pem
+
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    log = tmp_path / f"worker-{len(list(tmp_path.glob('worker-*.log')))}.log"
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("FROGNANO_", "GITHUB_", "CUDA_"))}
+    env.update({"PYTHONPATH": str(ROOT), "FROGNANO_REDIS_URL": redis_url,
+                "FROGNANO_STATE_DIR": str(tmp_path / "state"), "GITHUB_APP_ID": "1",
+                "GITHUB_PRIVATE_KEY": _pem(), "FROGNANO_MODEL": f"scripted:{script}",
+                "FROGNANO_WORK_DIR": str(tmp_path / "work"),
+                "PATH": _path_with_smi(tmp_path), **extra})
+    with log.open("wb") as sink:
+        worker = subprocess.Popen([sys.executable, "-m", "frognano", "worker"], env=env,
+                                  cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT)
+    return worker, log
+
+
+def test_a_worker_runs_the_setting_s_models_and_warns_when_it_sees_several_gpus(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    for extra, warned in [({"FROGNANO_RUN_WORKERS_PER_GPU": "3"}, True),
+                          ({"FROGNANO_RUN_WORKERS_PER_GPU": "2", "CUDA_VISIBLE_DEVICES": "1"},
+                           False)]:
+        worker, log = _start_worker(tmp_path, redis_server.url, extra)
+        try:
+            deadline = time.monotonic() + 60
+            while b"ready." not in log.read_bytes() and time.monotonic() < deadline:
+                assert worker.poll() is None, log.read_text()
+                time.sleep(0.2)
+            assert b"ready." in log.read_bytes(), log.read_text()
+            # One pool process per model: the setting, not the old fixed 1.
+            assert _pool_size(worker.pid) == int(extra["FROGNANO_RUN_WORKERS_PER_GPU"])
+            text = log.read_text()
+            assert ("this worker sees 2 GPUs (GPU 0 (NVIDIA H200, 143,771 MiB), GPU 1 "
+                    "(NVIDIA L4, 23,034 MiB)), and llama.cpp splits" in text) is warned, text
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                raise
