@@ -21,10 +21,14 @@ from runstore.store import RunStore
 from tests.conftest import git
 from tests.reliability.stack import (
     FIX_CALC,
+    MAINTAINER,
     OWNER,
     Stack,
     StackOptions,
+    issue_json,
+    repo_json,
     running_stack,
+    user_json,
     wait_for,
 )
 from tests.sandbox_support import HAVE_BWRAP
@@ -32,8 +36,10 @@ from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 
-# Each attempt first sits in a sleep, so that attempts run at once overlap for certain.
-WAIT = think_and_call("Wait for the service.", "Bash", command="sleep 3")
+# Each attempt first sits in a sleep, so that attempts run at once overlap for certain; a
+# repository with SLOW keeps it there long enough to cancel the run.
+WAIT = think_and_call("Wait for the service.", "Bash",
+                      command="if [ -f SLOW ]; then touch SLEEPING; sleep 10; else sleep 3; fi")
 NOTES = "".join(f"note {i}\\n" for i in range(20))
 SCRIPTS = [
     [WAIT, final_answer("I could not find the bug.")],  # seed 0: fails
@@ -51,6 +57,7 @@ def stack_with(tmp: Path, slots: int) -> Iterator[Stack]:
                                          "FROGNANO_MAX_PARALLEL_ATTEMPTS": "3"})
     with running_stack(tmp, options) as stack:
         stack.add_calc_repo("calc", CONFIG)
+        stack.add_calc_repo("calc-cancel", {**CONFIG, "SLOW": "x"})
         yield stack
 
 
@@ -68,11 +75,11 @@ def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def finished_run(stack: Stack) -> Any:
+def finished_run(stack: Stack, repo: str = "calc") -> Any:
     """The run record, once finished, with its events (the dashboard's view)."""
     store = RunStore(f"sqlite:///{stack.state / 'frognano.db'}", migrate=False)
     try:
-        runs = store.list_runs(repo=f"{OWNER}/calc")
+        runs = store.list_runs(repo=f"{OWNER}/{repo}")
         if not runs or not runs[0].finished:
             return None
         return runs[0], [record for _, record in store.events(runs[0].id)]
@@ -158,3 +165,40 @@ def test_one_slot_runs_them_in_turn_and_stops_at_the_first_pass(sequential: Stac
     assert sorted(rows) == [1, 2] and "chosen" in rows[2] and "failed" in rows[1]
     assert "Attempt 3 did not run: attempt 2 passed first." in pull.body
     assert "one after another" in pull.body
+
+
+def cancel(stack: Stack, repo: str) -> None:
+    comment = stack.fake.add_comment(OWNER, repo, 1, "/frognano cancel", MAINTAINER)
+    assert stack.deliver("issue_comment", {
+        "action": "created", "issue": issue_json(1),
+        "comment": {"id": comment.id, "body": comment.body, "user": user_json(MAINTAINER)},
+        "repository": repo_json(repo), "sender": user_json(MAINTAINER),
+        "installation": {"id": stack.fake.installation_id}}).status_code == 202
+
+
+def sleeping(stack: Stack) -> list[Path]:
+    """The workspaces (attempt 1's, then attempt k's under attempt-k/) sitting in the
+    script's sleep."""
+    run_dirs = list(Path(stack.env["FROGNANO_WORK_DIR"]).glob(f"{OWNER}-calc-cancel-1-*"))
+    return [w for d in run_dirs for w in [d / "workspace", *d.glob("attempt-*/workspace")]
+            if (w / "SLEEPING").exists()]
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+def test_cancel_stops_every_attempt(mode: str, request: pytest.FixtureRequest) -> None:
+    stack: Stack = request.getfixturevalue(mode)
+    assert stack.label("calc-cancel", 1).status_code == 202
+    running = 3 if mode == "parallel" else 1
+    wait_for(lambda: len(sleeping(stack)) == running, message="the attempts' sleep")
+    cancel(stack, "calc-cancel")
+    wait_for(lambda: f"cancelled by @{MAINTAINER}" in stack.status("calc-cancel", 1),
+             message="the status comment to say who cancelled")
+    run, _ = wait_for(lambda: finished_run(stack, "calc-cancel"), message="the run to end")
+    assert run.outcome == "cancelled"
+    transcripts = stack.transcripts("calc-cancel")
+    assert len(transcripts) == running, "no attempt starts once the run is cancelled"
+    for transcript in transcripts:
+        result = next(r for r in records(transcript) if r["kind"] == "result")
+        assert result["exit_reason"] == "cancelled" and "return a + b" not in result["diff"]
+    assert stack.fake.branch_sha(OWNER, "calc-cancel", "frognano/issue-1") is None
+    assert stack.fake.pulls(OWNER, "calc-cancel") == []
