@@ -154,3 +154,34 @@ def test_gpu_blocks_survive_a_full_bench_rewrite(tmp_path: Path) -> None:
     text = doc.read_text()
     assert text.count("<!-- bench gpu: gpu -->") == 1 and "239.000 tokens/s" in text
     assert "NVIDIA H200" in _gpu_blocks(text) and "## sandbox" not in _gpu_blocks(text)
+
+
+# nvidia-smi as the GPU run will meet it, faked (no GPU here): each bench child process
+# "holds" 500 MiB, so the VRAM figures must come out as 500 × N over the idle reading.
+FAKE_NVIDIA_SMI = """#!/bin/sh
+case "$1" in
+  --query-gpu=name) echo "NVIDIA Fake" ;;
+  --query-gpu=memory.used) echo $(( 1000 + 500 * $(pgrep -fc 'bench[.]runs_per_gpu') )) ;;
+  *) exit 9 ;;
+esac
+"""
+
+
+def test_vram_is_read_per_n_while_the_streams_run(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (tools / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "gpu", "--cpu-scale", "--no-write", "--turns", "3",
+         "--concurrency", "1,2", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert records[0]["device"] == "NVIDIA Fake"
+    vram = {r["n"]: r for r in records if r.get("metric") == "vram_mib"}
+    assert {n: r["value"] for n, r in vram.items()} == {1: 500.0, 2: 1000.0}
+    assert {n: r["loaded_mib"] for n, r in vram.items()} == {1: 500.0, 2: 1000.0}
+    assert "| 2 | " in done.stdout and "1,000.0 MiB |" in done.stdout
