@@ -1,8 +1,10 @@
-"""Publishing a review run's passing change: one commit on top of the PR branch.
+"""Publishing a passing run on GitHub while others act on the same branch and issue.
 
 A review run (changes requested, or a `/frognano` comment on the bot's PR) starts from
 the PR branch's head; its change goes on top of that head without force
-(`workers/publish.push_on_top`), then the reply and the PR body's test report.
+(`workers/publish.push_on_top`), then the reply and the PR body's test report
+(`publish_review`). A first run force-pushes its branch and opens the draft PR
+(`publish_pull`, over `workers/publish.push_and_open_pull`).
 
 Two races are settled here:
 
@@ -14,18 +16,18 @@ Two races are settled here:
   edits to them are put back to the new head's version (they are run apart, as the
   model's own tests, exactly as in the run). The baseline for the per-test comparison is
   the new head's own test run.
-- **A cancel during publishing**: staleness is checked right before every push attempt
-  (`current`); a cancel before one pushes nothing and ends as `cancelled`. Once GitHub has
-  accepted a push the cancel is too late for it: the PR steps still finish (never a
-  pushed branch without its reply and report) and the status comment says the cancel
-  arrived after the push, and who cancelled.
+- **A cancel during publishing** (both kinds of run): staleness is checked right before
+  every push attempt (`current`); a cancel before one pushes nothing and ends as
+  `cancelled`. Once GitHub has accepted a push the cancel is too late for it: the PR
+  steps still finish (never a pushed branch without its PR, reply and report) and the
+  status comment says the cancel arrived after the push, and who cancelled.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from bot.github_api import RepoRef
+from bot.github_api import PullInfo, RepoRef
 from bot.messages import (
     RunReport,
     pr_body,
@@ -49,8 +51,10 @@ from workers.publish import (
     ReplayFailed,
     Stopped,
     branch_for,
+    push_and_open_pull,
     push_on_top,
 )
+from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
 from workers.status import StatusComment
 
@@ -75,10 +79,7 @@ def publish_review(rt: Runtime, trigger: Trigger, generation: int,
                                       test_timeout),
             current=lambda: not coordinator.is_stale(generation))
     except Stopped:
-        outcome, reason = coordinator.stop_reason()
-        if reason is not None:  # a cancel; a superseding run owns the status comment
-            status.set(status_cancelled(reason, generation))
-        return outcome
+        return _stopped(coordinator, generation, status)
     except BranchMoved as exc:
         rt.github.comment(repo, pull_number, review_not_pushed(str(exc)))
         status.set(status_failed(str(exc), generation))
@@ -100,15 +101,52 @@ def publish_review(rt: Runtime, trigger: Trigger, generation: int,
         rt.github.reply_to_review_comment(repo, pull_number, trigger.review_comment_id, reply)
     else:
         rt.github.comment(repo, pull_number, reply)
-    where = pull.url if pull else branch
-    if coordinator.is_stale(generation):  # a cancel or a newer trigger, after the push
-        late, reason = coordinator.stop_reason()
-        if late == "cancelled" and reason is not None:
-            status.set(status_pushed_after_cancel(where, generation, reason))
-        # superseded: the newer attempt's "queued" stays until it runs on this push
-        return "pushed"
-    status.set(status_done(where, generation))
+    _pushed(coordinator, generation, status, pull.url if pull else branch)
     return "pushed"
+
+
+def publish_pull(rt: Runtime, trigger: Trigger, generation: int,
+                 coordinator: IssueCoordinator, host: HostRepo, snapshot: Snapshot,
+                 status: StatusComment, recorder: RunRecorder | None, *, title: str,
+                 body: str, base: str, message: str) -> str:
+    """A first run's passing change: force-push `frognano/issue-N`, open or update the
+    draft PR, request review. Outcomes: pr_opened; cancelled or superseded (a newer
+    generation before the push: nothing pushed, no PR step)."""
+    repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
+    try:
+        pull: PullInfo = push_and_open_pull(
+            github=rt.github, cache=rt.repo_cache, repo=repo, host=host, snapshot=snapshot,
+            issue_number=trigger.issue_number, title=title, body=body, base=base,
+            reviewer=trigger.actor, message=message,
+            current=lambda: not coordinator.is_stale(generation))
+    except Stopped:
+        return _stopped(coordinator, generation, status)
+    if recorder is not None:
+        recorder.set_pr_url(pull.url)
+    _pushed(coordinator, generation, status, pull.url)
+    return "pr_opened"
+
+
+def _stopped(coordinator: IssueCoordinator, generation: int, status: StatusComment) -> str:
+    """Nothing was pushed: a cancel says so (a progress edit may have landed after the
+    cancel's own); a superseding run owns the status comment."""
+    outcome, reason = coordinator.stop_reason()
+    if reason is not None:
+        status.set(status_cancelled(reason, generation))
+    return outcome
+
+
+def _pushed(coordinator: IssueCoordinator, generation: int, status: StatusComment,
+            where: str) -> None:
+    """The status once the PR steps are done; a cancel that arrived after GitHub accepted
+    the push is named as too late. A newer trigger's "queued" stays: it runs next, on
+    this push."""
+    if not coordinator.is_stale(generation):
+        status.set(status_done(where, generation))
+        return
+    late, reason = coordinator.stop_reason()
+    if late == "cancelled" and reason is not None:
+        status.set(status_pushed_after_cancel(where, generation, reason))
 
 
 def judge_replay(backend: str, host: HostRepo, test_command: str,
