@@ -6,6 +6,7 @@ tests/test_attempts_e2e.py."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,16 @@ from bot.messages import AttemptLine, AttemptsReport, RunReport, failure_comment
 from bot.repo_config import RepoConfigError, parse_repo_config
 from bot.settings import BotSettings
 from frognano.models import ModelSpecError, build_model
-from tests.conftest import git
+from tests.conftest import git, make_repo
+from tests.reliability.stack import FIX_CALC
+from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from workers.agent.events import Outputs, Triggered
 from workers.agent.result import SolveResult
-from workers.attempts import Attempt, changed_lines, choose, summary
-from workers.hostgit import Snapshot
-from workers.models.base import Sampling, Usage
-from workers.run_path import decide
+from workers.attempts import Attempt, changed_lines, choose, run_attempts, summary
+from workers.hostgit import GitError, HostRepo, Snapshot
+from workers.models.base import ModelClient, Sampling, Usage
+from workers.models.scripted import ScriptedModel, final_answer, think_and_call
+from workers.run_path import decide, open_workspace, prepare
 
 DEFAULT = parse_repo_config(None)
 
@@ -195,3 +200,34 @@ def test_the_dashboard_shows_which_attempt_won() -> None:
     assert "Attempt 2 of 3" in html and "seed 101" in html
     assert "Published: attempt 3" in html and html.count("<tr><td>") == 3
     assert "&lt;b&gt;x" in html and "<b>x" not in html
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
+def test_a_crashed_attempt_stops_the_others_and_is_the_runs(tmp_path: Path) -> None:
+    """Attempt 2's workspace cannot be made (the mirror is gone): the run fails with that
+    error, as a single run would, and attempt 1, running beside it in a real sandbox,
+    stops at its next step instead of running on unobserved."""
+    source = make_repo(tmp_path / "calc", template="calc_repo")
+    with reachable_dir() as root:
+        host = open_workspace(source, None, root / "run")
+        plan = prepare("add() subtracts", host.work_tree, DEFAULT)
+        started = threading.Event()
+
+        def open_host(k: int) -> HostRepo:
+            started.wait(60)  # attempt 1 is under way first
+            raise GitError("the mirror is gone")
+
+        def model_for(seed: int | None) -> ModelClient:
+            step = think_and_call("Look.", "Bash", command="sleep 2")
+            return ScriptedModel([lambda _: (started.set(), step)[1], FIX_CALC,
+                                  final_answer("Fixed.")], seed=seed)
+
+        with pytest.raises(GitError, match="the mirror is gone"):
+            run_attempts(plan=plan, config=DEFAULT, first_host=host, open_host=open_host,
+                         model_for=model_for, transcript_for=lambda k: tmp_path / f"{k}.jsonl",
+                         shared=Outputs(), opening=Triggered(trigger={}, generation=1),
+                         sandbox_backend="bubblewrap", should_stop=lambda: False,
+                         asked=2, max_attempts=2, slots=2)
+    first = [json.loads(line) for line in (tmp_path / "0.jsonl").read_text().splitlines()]
+    result = next(r for r in first if r["kind"] == "result")
+    assert result["exit_reason"] == "cancelled" and "return a + b" not in result["diff"]
