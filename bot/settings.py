@@ -206,8 +206,10 @@ class LimitSettings(BaseSettings):
                                    "`<queue>-control`.")
     run_workers_per_gpu: int = Field(
         default=1, ge=1, le=64, alias="FROGNANO_RUN_WORKERS_PER_GPU",
-        description="Run workers `frognano up` starts per GPU, each pinned to it with its "
-                    "own model (no GPU: this many in all; `up --workers-per-gpu`).")
+        description="Runs at once per GPU, each with its own model: `frognano up` starts "
+                    "this many run workers per GPU, pinned to it (no GPU: this many in all; "
+                    "`up --workers-per-gpu`); a `frognano worker` runs this many "
+                    "(`--concurrency`).")
     sandbox: Literal["bubblewrap", "unsafe-local"] = Field(
         default="bubblewrap", alias="FROGNANO_SANDBOX",
         description="Isolation backend (`unsafe-local` for development only; "
