@@ -185,3 +185,23 @@ def test_vram_is_read_per_n_while_the_streams_run(tmp_path: Path) -> None:
     assert {n: r["value"] for n, r in vram.items()} == {1: 500.0, 2: 1000.0}
     assert {n: r["loaded_mib"] for n, r in vram.items()} == {1: 500.0, 2: 1000.0}
     assert "| 2 | " in done.stdout and "1,000.0 MiB |" in done.stdout
+
+
+def test_an_n_whose_batch_would_overrun_is_skipped_from_the_last_one_s_time(
+        tmp_path: Path) -> None:
+    # N=1 fits; 1,000 sessions at once, scaled from N=1's batch as if sharing gained
+    # nothing (≥ 1,000 × 0.1 s), cannot fit in what is left of 120 s: skipped, not started.
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "gpu", "--cpu-scale", "--no-write", "--turns", "2",
+         "--concurrency", "1,1000", "--budget-s", "120", "--out", str(tmp_path)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+        text=True, timeout=200)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    metrics = {(r["n"], r["metric"]) for r in records if "n" in r}
+    assert (1, "sessions_per_hour") in metrics and (1000, "skipped") in metrics
+    [skipped] = [r["name"] for r in records if r.get("metric") == "skipped"]
+    needed, left = (int(word) for word in skipped.split() if word.isdigit())
+    assert needed > left, skipped
+    assert any(r.get("session") == "re-render every turn" for r in records), \
+        "the references still run with the time left"
