@@ -211,10 +211,10 @@ class GitHubAppClient:
             time.sleep(wait)
         message = f"{what}: gave up after {self._max_attempts} attempts: {reason}"
         if reason.startswith("rate limited"):
-            reset_at = (datetime.now(UTC) + timedelta(seconds=retry_after)
+            lifts_at = (datetime.now(UTC) + timedelta(seconds=retry_after)
                         if retry_after is not None else None)
             raise RateLimited(message, last_status, retry_after_s=retry_after,
-                              reset_at=reset_at)
+                              reset_at=lifts_at)
         raise ServerError(message, last_status)
 
     def _must(self, repo: RepoRef | None, what: str,

@@ -361,11 +361,12 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         writable = [self.config.workspace.resolve(), self.config.private_dir.resolve()]
         if self._host_files is None:  # used again after close()
             self._host_files = host_files(self.uid, self.gid)
-        for path in [*self.prefixes, *self.config.extra_ro_binds,
-                     *self.config.setup_ro_binds, RUNNER_PATH]:
-            real = Path(os.path.realpath(path))
+        sources: list[str | Path] = [*self.prefixes, *self.config.extra_ro_binds,
+                                     *self.config.setup_ro_binds, RUNNER_PATH]
+        for source in sources:
+            real = Path(os.path.realpath(source))
             if any(real == root or root in real.parents for root in writable):
-                raise SandboxError(f"{path} lies in a directory the sandbox can write; "
+                raise SandboxError(f"{source} lies in a directory the sandbox can write; "
                                    "it cannot be bound read-only")
         check_host_owned(self._host_files, directory=True)
         for name in ("passwd", "group"):

@@ -141,7 +141,7 @@ class EgressProxy:
         except OSError as exc:
             _answer(client, 502, f"cannot resolve {host}: {exc}")
             return None
-        addresses = [info[4][0] for info in infos]
+        addresses = [str(info[4][0]) for info in infos]  # typed str | int (IPv6 tuples)
         blocked = [a for a in addresses if not destination_allowed(a, self.allow)]
         if blocked or not addresses:
             self.refused.append(f"{host}:{port} ({', '.join(blocked)} is not public)")

@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 READ_OUTPUT_CHARS = 20_000
 GLOB_LIMIT = 1_000
@@ -565,6 +565,8 @@ def seal() -> None:
 
 
 def serve(single: bool, fd_in: int | None = None, fd_out: int | None = None) -> int:
+    reader: BinaryIO
+    writer: BinaryIO
     if fd_in is not None and fd_out is not None:
         seal()
         reader = os.fdopen(fd_in, "rb")

@@ -376,6 +376,8 @@ class HostRepo:
                       self.base, tree, "--"],
                      git_dir=self.git_dir, work_tree=None, env=None, user_config=False)
         proc = gitpython.Git(str(self.git_dir)).execute(argv, as_process=True)
+        popen = proc.proc
+        assert popen is not None  # as_process=True: the process was started
         chunks, size = [], 0
         try:
             while size <= limit:
@@ -387,9 +389,9 @@ class HostRepo:
         finally:
             too_large = size > limit
             if too_large:
-                proc.proc.kill()
-            status = proc.proc.wait()
-            err = proc.proc.stderr.read() if proc.proc.stderr else b""
+                popen.kill()
+            status = popen.wait()
+            err = popen.stderr.read() if popen.stderr else b""
         if too_large:
             return "", size, True
         if status != 0:

@@ -198,7 +198,9 @@ def _counting_llama_class() -> type:
         def context_params(self, params: Any) -> None:
             self.__dict__["_context_params"] = params
 
-        def _init_sampler(self, **stock: Any) -> Any:
+        # Takes the stock keywords through (**stock) instead of repeating llama_cpp's list:
+        # narrower on paper than the parent's signature, the same calls in practice.
+        def _init_sampler(self, **stock: Any) -> Any:  # type: ignore[override]
             # `generate` builds its sampler here; the stock chain when none is set.
             if self.sampler_chain is None:
                 return super()._init_sampler(**stock)

@@ -229,7 +229,8 @@ def _tool_call(raw: dict[str, Any]) -> ToolCall:
 
 
 def _usage(data: dict[str, Any], wall_seconds: float) -> Usage:
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    reported = data.get("usage")
+    usage: dict[str, Any] = reported if isinstance(reported, dict) else {}
     prompt = int(usage.get("prompt_tokens") or 0)
     details = usage.get("prompt_tokens_details") or {}
     cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from workers.models.base import Turn, TurnBudget, Usage
+from workers.models.base import FinishReason, Turn, TurnBudget, Usage
 from workers.models.qwen3coder import format_assistant_text, parse_assistant_text
 
 ScriptStep = str | Callable[[list[dict[str, Any]]], str] | BaseException
@@ -73,7 +73,7 @@ class ScriptedModel:
         text = step(messages) if callable(step) else step
 
         completion_tokens = count_tokens(text)
-        finish_reason = "stop"
+        finish_reason: FinishReason = "stop"
         if completion_tokens > budget.max_tokens:
             # Mimic a backend hitting its cap: the text is cut mid-way.
             text = text[: budget.max_tokens * 4]

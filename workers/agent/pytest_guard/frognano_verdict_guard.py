@@ -24,8 +24,9 @@ import types
 _ENV = "FROGNANO_GUARD_REPORT"
 _ROOT = os.path.realpath(os.getcwd())
 _OWN = tuple(os.path.realpath(os.path.dirname(m.__file__)) + os.sep
-             for m in (sys.modules.get("_pytest"), sys.modules.get("pluggy")) if m)
-_collected: dict[str, object] = {}
+             for m in (sys.modules.get("_pytest"), sys.modules.get("pluggy"))
+             if m is not None and m.__file__)
+_collected: dict[str, types.CodeType] = {}
 _foreign: list[str] = []
 
 
@@ -110,7 +111,7 @@ def pytest_collection_finish(session) -> None:
                 _foreign.append(f"{item.nodeid} (code from {where})")
 
 
-def _test_code(item: object) -> object:
+def _test_code(item: object) -> types.CodeType | None:
     try:
         code = getattr(getattr(item, "obj", None), "__code__", None)
     except Exception:
