@@ -109,7 +109,8 @@ class FakeGitHubMiddleware:
         if kind in ("api", "app") and denial is None:
             denial = self._version_denial(method, path, headers)
         if fault is not None and fault.drop is not None:
-            await self._drop(scope, fault.drop, body, credential, denial)
+            await self._drop(scope, fault.drop, body, credential, denial,
+                             headers if kind == "git" else None)
             return
         if fault is not None:
             response: Response = _json(fault.status, fault.body, fault.headers)
@@ -137,10 +138,14 @@ class FakeGitHubMiddleware:
             await self.app(scope, replay, recording_send)
 
     async def _drop(self, scope: Scope, when: str, body: bytes, credential: str | None,
-                    denial: Response | None) -> None:
+                    denial: Response | None, git_headers: dict[str, str] | None = None
+                    ) -> None:
         """Close the connection without an answer; for "after", serve the request first
-        (recorded as status 0, never checked: the client saw no response)."""
-        if when == "after" and denial is None:
+        (recorded as status 0, never checked: the client saw no response). A git request
+        (`git_headers`) is served by git itself: a push takes effect, its answer is lost."""
+        if when == "after" and denial is None and git_headers is not None:
+            await self._git(scope, scope["method"], git_headers, body)
+        elif when == "after" and denial is None:
             sent = False
 
             async def replay() -> Message:
