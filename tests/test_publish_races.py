@@ -7,7 +7,7 @@ The moment is the fake GitHub's own: `on_next` runs the cancel when the bot's pu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +20,10 @@ from tests.conftest import make_repo
 from tests.fake_github.server import FakeGitHub
 from tests.redis_server import start_redis
 from workers.accept import accept_trigger
+from workers.agent.verdict_run import Judgement
 from workers.coordination import IssueCoordinator
 from workers.hostgit import HostRepo
-from workers.publish import branch_for
+from workers.publish import Pushed, branch_for, push_on_top
 from workers.repo_cache import RepoCache
 from workers.review_publish import publish_pull
 from workers.runtime import Runtime
@@ -133,3 +134,42 @@ def test_a_cancel_once_github_accepted_the_push_finishes_the_pr(world: World) ->
     assert "arrived after GitHub had accepted the push" in status
     assert f"cancelled by @{MAINTAINER}" in status and f"/pull/{pulls[0].number}" in status
     assert "Nothing was pushed" not in status
+
+
+def no_replay(at_head: HostRepo, tree: str) -> Judgement:
+    raise AssertionError("the branch did not move: nothing to replay or re-test")
+
+
+def push_review_change(world: World, meanwhile: Callable[[], None]) -> Pushed:
+    """A review's change on the PR branch (made here by a first publish), pushed on top;
+    `meanwhile` runs between the two."""
+    assert world.publish() == "pr_opened"
+    meanwhile()
+    github, repo = world.rt.github, RepoRef(OWNER, REPO, world.fake.installation_id)
+    mirror = world.rt.repo_cache.refresh(github.clone_url(repo),
+                                         github.installation_token(repo))
+    host = HostRepo.create(mirror, branch_for(1), world.tmp / "review" / "git",
+                           world.tmp / "review" / "workspace")
+    (host.work_tree / "NOTES.md").write_text("the review's change\n")
+    return push_on_top(github=github, cache=world.rt.repo_cache, repo=repo, host=host,
+                       snapshot=host.snapshot(), branch=branch_for(1), message="note",
+                       judge_replay=no_replay)
+
+
+def test_a_failed_push_on_an_unmoved_branch_is_retried_not_replayed(world: World) -> None:
+    pushed = push_review_change(world, lambda: world.fake.fail_next(
+        "POST", RECEIVE_PACK, 500))
+    assert world.pushes() == [200, 500, 200]  # the first publish, the review's, its retry
+    assert pushed.replayed_on is None and pushed.judgement is None
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
+
+
+def test_a_push_whose_answer_was_lost_is_not_pushed_again(world: World) -> None:
+    """GitHub took the push but the connection dropped before its answer: the branch
+    already is the commit, so it is not replayed (`no_replay` would raise)."""
+    pushed = push_review_change(world, lambda: world.fake.drop_next(
+        "POST", RECEIVE_PACK, after_processing=True))
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
+    assert pushed.replayed_on is None
+    # (curl itself may send the dropped POST once more; GitHub refuses it: stale ref.)
+    assert "dropped" in [r.kind for r in world.fake.requests]
