@@ -4,6 +4,7 @@ not on message text; each is still a `GitHubError`. Served by the local fake Git
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from bot.github_api import (
     ValidationFailed,
 )
 from bot.github_client import REST_API_VERSION, GitHubAppClient
+from tests.conftest import git
 from tests.fake_github import FakeGitHub
 from tests.fake_github.openapi_spec import DESCRIPTION_API_VERSION
 from tests.fake_github.server import INSTALLATION_ID
@@ -179,3 +181,23 @@ def test_a_spent_rate_limit_served_by_the_fake_is_rate_limited_with_its_reset(
         make_client(fake).issue(REPO, 7)
     assert caught.value.status == status and caught.value.reset_at is not None
     assert abs(caught.value.reset_at.timestamp() - reset) < 5
+
+
+def test_a_symlink_or_a_submodule_is_not_a_file(fake_github: FakeGitHub,
+                                               tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    (work / "README.md").write_text("# calc\n")
+    (work / "config.yml").symlink_to("README.md")
+    git(work, "add", "-A")
+    # A gitlink (what a submodule is in the tree), without a .gitmodules to follow.
+    git(work, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},vendored")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "i")
+    fake_github.add_repo(OWNER, NAME, work)
+    client = make_client(fake_github)
+    for path, kind in (("config.yml", "symlink"), ("vendored", "submodule")):
+        with pytest.raises(NotAFile) as caught:
+            client.read_file(REPO, path, "main")
+        assert caught.value.kind == kind, path
+    assert client.read_file(REPO, "README.md", "main") == "# calc\n"

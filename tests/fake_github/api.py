@@ -392,19 +392,25 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         repo = repo_of(owner, name, request)
         ref = request.query_params.get("ref") or repo.default_branch
         spec = f"{ref}:{path}"
-        kind = subprocess.run(["git", "cat-file", "-t", spec], cwd=repo.bare_path,
-                              capture_output=True, text=True, check=False).stdout.strip()
+        entry = _tree_entry(repo, ref, path)
+        if entry is None:
+            raise GitHubError(404, "Not Found")
+        mode, kind, sha = entry
+        full_name = f"{owner}/{name}"
         if kind == "tree":  # GitHub lists a directory as a JSON array of its entries
             return _json(200, objects.content_directory(
-                fake.api_url, f"{owner}/{name}", path, ref, _ls_tree(repo, spec)))
-        if kind != "blob":
-            raise GitHubError(404, "Not Found")
-        sha = subprocess.run(["git", "rev-parse", spec], cwd=repo.bare_path,
-                             capture_output=True, text=True, check=True).stdout.strip()
+                fake.api_url, full_name, path, ref, _ls_tree(repo, spec)))
+        if kind == "commit":  # a submodule's gitlink: GitHub says where it points
+            return _json(200, objects.content_other(
+                fake.api_url, full_name, path, ref, sha, "submodule",
+                submodule_git_url=f"{fake.api_url}/{full_name}-submodule.git"))
         data = subprocess.run(["git", "cat-file", "blob", sha], cwd=repo.bare_path,
                               capture_output=True, check=True).stdout
-        return _json(200, objects.content_file(fake.api_url, f"{owner}/{name}", path, ref, sha,
-                                               data))
+        if mode == "120000":  # a symlink is served as one, with its target, not as a file
+            return _json(200, objects.content_other(
+                fake.api_url, full_name, path, ref, sha, "symlink", size=len(data),
+                target=data.decode(errors="replace")))
+        return _json(200, objects.content_file(fake.api_url, full_name, path, ref, sha, data))
 
     @app.get("/repos/{owner}/{name}/collaborators/{login}/permission")
     async def get_permission(owner: str, name: str, login: str,
@@ -699,6 +705,21 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         return _json(201, pull_json(repo, pull, full=False))
 
     return app
+
+
+def _tree_entry(repo: Repo, ref: str, path: str) -> tuple[str, str, str] | None:
+    """`(mode, type, sha)` of `path` at `ref`, or None where there is nothing."""
+    if not path.strip("/"):
+        return None
+    listing = subprocess.run(["git", "ls-tree", "-z", ref, "--", path.strip("/")],
+                             cwd=repo.bare_path, capture_output=True, text=True,
+                             check=False).stdout
+    for line in filter(None, listing.split("\0")):
+        meta, _, entry_path = line.partition("\t")
+        if entry_path == path.strip("/"):
+            mode, kind, sha = meta.split()
+            return mode, kind, sha
+    return None
 
 
 def _ls_tree(repo: Repo, spec: str) -> list[tuple[str, str, int, str]]:

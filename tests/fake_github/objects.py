@@ -239,6 +239,18 @@ def content_file(base: str, full_name: str, path: str, ref: str, sha: str,
             "_links": {"self": url, "git": git, "html": html}}
 
 
+def content_other(base: str, full_name: str, path: str, ref: str, sha: str, kind: str,
+                  size: int = 0, **extra: str) -> JSON:
+    """The contents API on a symlink (`target`) or a submodule (`submodule_git_url`)."""
+    url = f"{base}/repos/{full_name}/contents/{path}?ref={ref}"
+    html = f"{base}/{full_name}/blob/{ref}/{path}"
+    git = f"{base}/repos/{full_name}/git/{'trees' if kind == 'submodule' else 'blobs'}/{sha}"
+    return {"type": kind, "size": size, "name": path.rsplit("/", 1)[-1], "path": path,
+            "sha": sha, "url": url, "git_url": git, "html_url": html,
+            "download_url": f"{base}/raw/{full_name}/{ref}/{path}" if kind == "symlink"
+            else None, "_links": {"self": url, "git": git, "html": html}, **extra}
+
+
 def content_directory(base: str, full_name: str, path: str, ref: str,
                       entries: list[tuple[str, str, int, str]]) -> list[JSON]:
     """What the contents API answers for a directory: a JSON array of its entries, each
