@@ -156,9 +156,10 @@ class ModelSettings(LlamaEnvSettings):
                     "(`solve --chat-template`).")
     model_slots: int = Field(
         default=1, ge=1, le=64, alias="FROGNANO_MODEL_SLOTS",
-        description="Streams the model serves at once: 1 for a GGUF in process; N for a "
-                    "server started with N parallel slots (`llama-server --parallel N`). "
-                    "A run's attempts (`attempts_in_parallel`) run this many at a time.")
+        description="Attempts of one run (`attempts_in_parallel`) that run at once: 1 for "
+                    "a GGUF in process (they run in turn, until one passes); up to N for a "
+                    "server started with N parallel slots (`llama-server --parallel N`), "
+                    "which every run worker using it shares.")
     seed: int | None = Field(
         default=None, ge=0, lt=2**31, alias="FROGNANO_SEED",
         description="Sampling seed of a bot run's first attempt (attempt k: seed + k), "
