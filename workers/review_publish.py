@@ -26,6 +26,8 @@ Two races are settled here:
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 
 from bot.github_api import PullInfo, RepoRef
 from bot.messages import (
@@ -57,6 +59,8 @@ from workers.publish import (
 from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
 from workers.status import StatusComment
+
+log = logging.getLogger(__name__)
 
 
 def publish_review(rt: Runtime, trigger: Trigger, generation: int,
@@ -158,6 +162,7 @@ def judge_replay(backend: str, host: HostRepo, test_command: str,
     run_dir = host.work_tree.parent
 
     def judge(at_head: HostRepo, tree: str) -> Judgement:
+        started = time.monotonic()
         config = SandboxConfig(workspace=host.work_tree, private_dir=run_dir / "private")
         runner = VerdictRunner(None, at_head, test_command, run_dir / "harness",
                                config=config,
@@ -165,7 +170,12 @@ def judge_replay(backend: str, host: HostRepo, test_command: str,
         baseline = runner.baseline(timeout)
         snapshot = Snapshot(base=at_head.base, tree=tree, diff="",
                             paths=at_head.changed_paths(tree), links=at_head.links(tree))
-        return runner.judge_snapshot(baseline, snapshot, timeout)
+        judged = runner.judge_snapshot(baseline, snapshot, timeout)
+        log.info("the change replayed on %s: tests %s, %s (%.1f s for %d test runs)",
+                 at_head.base[:12], judged.final.summary(),
+                 "accepted" if judged.verdict.accepted else "refused",
+                 time.monotonic() - started, runner.runs)
+        return judged
 
     return judge
 
