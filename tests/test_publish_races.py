@@ -173,3 +173,16 @@ def test_a_push_whose_answer_was_lost_is_not_pushed_again(world: World) -> None:
     assert pushed.replayed_on is None
     # (curl itself may send the dropped POST once more; GitHub refuses it: stale ref.)
     assert "dropped" in [r.kind for r in world.fake.requests]
+
+
+def test_a_cancel_during_a_push_that_landed_unanswered_still_finishes_the_pr(
+        world: World) -> None:
+    """The push took effect but its answer was lost, and the cancel came meanwhile: the
+    branch is pushed, so the PR steps finish rather than leave it without a PR."""
+    world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
+    world.fake.drop_next("POST", RECEIVE_PACK, after_processing=True)
+    assert world.publish() == "pr_opened"
+    pulls = world.fake.pulls(OWNER, REPO)
+    assert len(pulls) == 1 and pulls[0].requested_reviewers == [MAINTAINER]
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is not None
+    assert "arrived after GitHub had accepted the push" in world.status()

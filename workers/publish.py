@@ -89,8 +89,12 @@ def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, b
                       token: str, *, current: Callable[[], bool] = _current) -> None:
     """Force-push, again after a failure: a force-push is idempotent, and a dropped
     connection must not throw away a run whose tests passed. `current()` is asked before
-    each attempt; False raises Stopped (nothing more is pushed)."""
+    each attempt; False raises Stopped (nothing more is pushed), unless a failed attempt
+    had landed after all (only its answer was lost): then the push is done, and the
+    caller finishes the PR steps, as after any accepted push."""
     for attempt in range(1, PUSH_ATTEMPTS + 1):
+        if attempt > 1 and not current() and _landed(cache, host, url, commit, branch, token):
+            return
         _check(current, branch)
         try:
             cache.push(host.git_dir, url, commit, branch, token)
@@ -101,6 +105,15 @@ def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, b
             wait = PUSH_BACKOFF_SECONDS * 2 ** (attempt - 1)
             log.warning("push of %s failed (%s), retrying in %.0f s", branch, exc, wait)
             time.sleep(wait)
+
+
+def _landed(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
+            token: str) -> bool:
+    """Whether GitHub's `branch` already is `commit`."""
+    try:
+        return cache.fetch_branch(host.git_dir, url, branch, token) == commit
+    except GitError:  # no such branch yet, or GitHub unreachable: not known to be there
+        return False
 
 
 class BranchMoved(GitError):
