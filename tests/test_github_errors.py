@@ -201,3 +201,31 @@ def test_a_symlink_or_a_submodule_is_not_a_file(fake_github: FakeGitHub,
             client.read_file(REPO, path, "main")
         assert caught.value.kind == kind, path
     assert client.read_file(REPO, "README.md", "main") == "# calc\n"
+
+
+def test_the_fakes_rate_limit_window_is_spent_and_resets_as_githubs(fake: FakeGitHub) -> None:
+    client = make_client(fake, max_wait=5)
+    reset = fake.spend_rate_limit(remaining=1, reset_in_s=3600)
+    client.issue(REPO, 7)  # the last request of the window
+    with pytest.raises(RateLimited) as caught:
+        client.issue(REPO, 7)
+    assert caught.value.reset_at is not None
+    assert abs(caught.value.reset_at.timestamp() - reset) < 5
+    # A window that resets in seconds is waited out, and the next one is full again.
+    fake.spend_rate_limit(remaining=0, reset_in_s=2)
+    assert client.issue(REPO, 7).title == "add() subtracts"
+    assert fake.rate_limit.remaining == fake.rate_limit.limit - 1
+    answered = [r.status for r in fake.api_requests() if r.path.endswith("/issues/7")]
+    assert answered[:2] == [200, 403] and answered[-1] == 200 and 403 in answered[2:-1]
+
+
+def test_every_rest_answer_says_where_the_rate_limit_stands(fake: FakeGitHub) -> None:
+    import httpx  # the headers githubkit reads, seen raw
+
+    token = fake.mint_token(fake.installation_id).token
+    answer = httpx.get(f"{fake.api_url}/repos/{OWNER}/{NAME}/issues/7",
+                       headers={"Authorization": f"token {token}"})
+    assert answer.status_code == 200
+    assert int(answer.headers["X-RateLimit-Remaining"]) == fake.rate_limit.remaining
+    assert answer.headers["X-RateLimit-Limit"] == str(fake.rate_limit.limit) == "12500"
+    assert int(answer.headers["X-RateLimit-Reset"]) > time.time()

@@ -52,6 +52,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-rate-limited")
         stack.add_calc_repo("calc-rate-soon")
         stack.add_calc_repo("calc-no-permission")
+        stack.add_calc_repo("calc-quota")
         yield stack
 
 
@@ -144,3 +145,16 @@ def test_a_missing_app_permission_is_named_with_the_readmes_list(stack: Stack) -
     assert "lacks the **pull requests: write** permission" in status
     assert "The GitHub App → Creating the App" in status and "/frognano retry" in status
     assert stack.fake.pulls(OWNER, "calc-no-permission") == []
+
+
+def test_the_whole_hours_quota_spent_for_seconds_is_waited_out(stack: Stack) -> None:
+    """Every REST call of the installation (the receiver's and the worker's) meets the
+    spent window until it resets; both wait for the reset, and the run opens its PR."""
+    reset = stack.fake.spend_rate_limit(remaining=0, reset_in_s=3)
+    assert stack.label("calc-quota", 1).status_code == 202
+    wait_for(lambda: stack.fake.pulls(OWNER, "calc-quota"), message="the PR")
+    assert time.time() >= reset
+    refused = [r for r in stack.fake.api_requests() if r.status == 403 and "calc-quota" in r.path]
+    assert refused, "the spent window was met"
+    wait_for(lambda: "opened a draft pull request" in stack.status("calc-quota", 1),
+             message="the status to say so")

@@ -92,6 +92,10 @@ class FakeGitHubMiddleware:
         async def recording_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status_box["status"] = message["status"]
+                if counted:  # GitHub tells every REST answer where the limit stands
+                    message = {**message, "headers": [
+                        *message.get("headers", []),
+                        *((k.lower().encode(), v.encode()) for k, v in counted.items())]}
             elif message["type"] == "http.response.body":
                 sent_body.extend(message.get("body", b""))
                 if not message.get("more_body"):
@@ -108,6 +112,9 @@ class FakeGitHubMiddleware:
         credential, denial = self._authenticate(kind, headers, path)
         if kind in ("api", "app") and denial is None:
             denial = self._version_denial(method, path, headers)
+        counted: dict[str, str] = {}
+        if kind == "api" and denial is None and fault is None and credential is not None:
+            denial, counted = self._spend_rate_limit()
         if fault is not None and fault.drop is not None:
             await self._drop(scope, fault.drop, body, credential, denial,
                              headers if kind == "git" else None)
@@ -187,6 +194,20 @@ class FakeGitHubMiddleware:
                         self.fake.faults.remove(fault)
                     return fault
         return None
+
+    def _spend_rate_limit(self) -> tuple[Response | None, dict[str, str]]:
+        """An installation token's request spends from its window; with nothing left,
+        GitHub's 403 (the App JWT and git have their own limits, not modelled)."""
+        with self.fake.lock:
+            allowed = self.fake.rate_limit.spend()
+            headers = self.fake.rate_limit.headers()
+        if allowed:
+            return None, headers
+        return _json(403, {
+            "message": f"API rate limit exceeded for installation ID "
+                       f"{self.fake.installation_id}.",
+            "documentation_url": "https://docs.github.com/rest/using-the-rest-api/"
+                                 "rate-limits-for-the-rest-api"}, headers), {}
 
     def _version_denial(self, method: str, path: str,
                         headers: dict[str, str]) -> Response | None:

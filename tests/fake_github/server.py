@@ -89,6 +89,35 @@ class Hook:
 
 
 @dataclass
+class RateLimit:
+    """The installation's primary REST rate limit, kept as GitHub keeps it: each request
+    with an installation token spends one; at `reset` (epoch seconds) the window starts
+    again with `limit`; with none left the answer is a 403 that says when it resets."""
+
+    # An installation gets 5,000 an hour, more with its repositories and users, at most
+    # 12,500: the fake is a large one, so a load scenario's thousands of requests fit.
+    limit: int = 12_500
+    remaining: int = 12_500
+    reset: int = field(default_factory=lambda: int(time.time()) + 3600)
+
+    def spend(self) -> bool:
+        """One request's worth; False when none is left in this window."""
+        now = time.time()
+        if now >= self.reset:
+            self.remaining, self.reset = self.limit, int(now) + 3600
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        return True
+
+    def headers(self) -> dict[str, str]:
+        return {"X-RateLimit-Limit": str(self.limit),
+                "X-RateLimit-Remaining": str(self.remaining),
+                "X-RateLimit-Used": str(self.limit - self.remaining),
+                "X-RateLimit-Reset": str(self.reset), "X-RateLimit-Resource": "core"}
+
+
+@dataclass
 class Comment:
     id: int
     owner: str
@@ -215,6 +244,7 @@ class FakeGitHub:
         self.issued_tokens: list[IssuedToken] = []
         self.violations: list[str] = []  # OpenAPI findings on requests and responses
         self.faults: list[Fault] = []
+        self.rate_limit = RateLimit()  # the one installation's
         self.hooks: list[Hook] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # the App manifest flow
         self.webhook_secret: str | None = None  # set when an App is made from a manifest
@@ -393,8 +423,9 @@ class FakeGitHub:
         GitHub does: `status` (403, or 429) with `X-RateLimit-Remaining: 0` and the reset
         as epoch seconds in `X-RateLimit-Reset`. Returns that reset time."""
         reset = int(time.time() + reset_in_s)
-        headers = {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0",
-                   "X-RateLimit-Used": "5000", "X-RateLimit-Reset": str(reset),
+        limit = str(self.rate_limit.limit)
+        headers = {"X-RateLimit-Limit": limit, "X-RateLimit-Remaining": "0",
+                   "X-RateLimit-Used": limit, "X-RateLimit-Reset": str(reset),
                    "X-RateLimit-Resource": "core"}
         with self.lock:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), status, headers, {
@@ -403,6 +434,14 @@ class FakeGitHub:
                 "documentation_url": "https://docs.github.com/rest/using-the-rest-api/"
                                      "rate-limits-for-the-rest-api"}, times))
         return reset
+
+    def spend_rate_limit(self, *, remaining: int = 0, reset_in_s: float) -> int:
+        """Leave `remaining` requests in the installation's window, which resets in
+        `reset_in_s` (every request after those gets GitHub's 403). Returns the reset."""
+        with self.lock:
+            self.rate_limit.remaining = remaining
+            self.rate_limit.reset = int(time.time() + reset_in_s)
+            return self.rate_limit.reset
 
     def deny_permission(self, method: str, path_regex: str, accepted: str, *,
                         times: int = 1) -> None:
