@@ -105,6 +105,8 @@ def error_for(message: str, status: int | None, *, github_message: str = "",
     if status == 401:
         kind = Unauthorized
     elif status == 403:
+        if accepted_permissions:  # so logs and run records name it too, not only comments
+            message += f" (the App needs the permission {accepted_permissions})"
         return Forbidden(message, status, github_message=github_message, codes=codes,
                          accepted_permissions=accepted_permissions)
     elif status == 404:

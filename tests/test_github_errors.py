@@ -170,6 +170,8 @@ def test_a_missing_app_permission_is_forbidden_and_names_it(fake: FakeGitHub) ->
         make_client(fake).comment(REPO, 7, "hello")
     assert caught.value.accepted_permissions == "issues=write; pull_requests=write"
     assert caught.value.missing_permission == "issues: write"
+    assert "(the App needs the permission issues=write; pull_requests=write)" in str(
+        caught.value)  # what the log and the run record keep
     assert posts(fake, "/issues/7/comments") == 1
 
 
