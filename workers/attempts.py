@@ -111,9 +111,11 @@ def choose(attempts: Sequence[Attempt]) -> Choice:
 def changed_lines(diff: str) -> int:
     """Added plus removed lines of a `git diff --binary`; a binary file counts the lines of
     its patch, so a big blob is never "small". Headers are told by position, not text: a
-    removed line `-- x` shows as `--- x` inside a hunk."""
+    removed line `-- x` shows as `--- x` inside a hunk. Lines end at "\\n" alone, as git's
+    do: `splitlines` also cuts at a form feed, \\x1c-\\x1e, \\x85 or U+2028 inside a line,
+    and a model's line `x\\x1cdiff --git ` then hid every line after it."""
     count, section = 0, "header"
-    for line in diff.splitlines():
+    for line in diff.split("\n"):
         if line.startswith("diff --git "):
             section = "header"
         elif line.startswith("@@"):  # a hunk line starts with " ", "+", "-" or "\\"
