@@ -11,6 +11,7 @@ and a list of names, never follows a symlink (it unlinks it), and goes back up t
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -96,9 +97,9 @@ def copy_tree(src: Path | str, dst: Path | str, *, skip_top: frozenset[str] = fr
               max_depth: int = MAX_COPY_DEPTH) -> list[str]:
     """Copy the directory `src`, which the sandbox wrote, to the new directory `dst`.
 
-    Directories, regular files and symlinks (as links, never followed) are copied with
-    their permission bits (no setuid/setgid/sticky) and times; FIFOs, sockets and devices
-    are left out (`shutil.copytree` raised on a FIFO), as is everything below
+    Directories, regular files (holes kept) and symlinks (as links, never followed) are
+    copied with their permission bits (no setuid/setgid/sticky) and times; FIFOs, sockets
+    and devices are left out (`shutil.copytree` raised on a FIFO), as is everything below
     `max_depth` levels (it recursed once per level), every path longer than
     MAX_COPY_PATH bytes, and the top-level names in `skip_top`. Every name is opened
     relative to its parent's descriptor with O_NOFOLLOW, so a link swapped in anywhere
@@ -172,13 +173,38 @@ def _copy_file(src_fd: int, dst_fd: int, name: str, path: str, left_out: list[st
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                       | os.O_CLOEXEC, 0o600, dir_fd=dst_fd)
         try:
-            while os.sendfile(out, fd, None, 1 << 24):
-                pass
+            _copy_data(fd, out, st.st_size)
             _copy_meta(fd, out)
         finally:
             os.close(out)
     finally:
         os.close(fd)
+
+
+def _copy_data(fd: int, out: int, size: int) -> None:
+    """The data extents of `fd` up to `size` (its size when opened), holes left holes.
+
+    The disk quota counts the blocks a file uses, and RLIMIT_FSIZE caps only its size: a
+    copy writing every byte turned a sparse file's holes into real zeros on the host's
+    disk (a 4 KiB file of the quota became up to 1 GiB), once per test run. A file that
+    grows during the copy is copied as it was opened."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but a hole up to the end
+                break
+            raise
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        os.lseek(out, start, os.SEEK_SET)
+        while start < end:
+            sent = os.sendfile(out, fd, start, min(end - start, 1 << 24))
+            if not sent:  # shrunk under the copy
+                break
+            start += sent
+        pos = max(end, pos + 1)
+    os.ftruncate(out, size)
 
 
 def _copy_meta(src_fd: int, dst_fd: int) -> None:

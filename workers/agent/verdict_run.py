@@ -56,9 +56,11 @@ class Judgement:
 
 
 def startup_hooks(venv: Path) -> dict[str, int]:
-    """Start-up hook files under a venv → size, to tell what the agent phase added."""
+    """Start-up hook files under a venv → size, to tell what the agent phase added. A venv
+    that is a link (the sandbox can swap one in) is not walked: on the host it leads to a
+    host directory, whose file names would reach the result's warnings."""
     found: dict[str, int] = {}
-    if not venv.is_dir():
+    if venv.is_symlink() or not venv.is_dir():
         return found
     for dirpath, _dirs, files in os.walk(venv, followlinks=False):
         for name in files:
