@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from tests.conftest import git
 from tests.reliability.stack import (
@@ -40,7 +41,7 @@ EXTRA_TEST = "import calc\n\n\ndef test_add_zero():\n    assert calc.add(0, 4) =
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with running_stack(tmp_path_factory.mktemp("stack"), StackOptions(SCRIPT)) as stack:
         for name in ("calc-replay-fails", "calc-replay-passes", "calc-cancel-push",
-                     "calc-cancel-late"):
+                     "calc-cancel-late", "calc-first-cancel-push", "calc-first-cancel-late"):
             stack.add_calc_repo(name)
         yield stack
 
@@ -177,3 +178,44 @@ def test_a_cancel_after_github_accepted_the_push_is_too_late_and_says_so(
         s := stack.status(repo, 1)) and s, message="the status to say the cancel was late")
     assert f"cancelled by @{MAINTAINER}" in status and f"/pull/{pull.number}" in status
     assert "Nothing was pushed" not in status
+
+
+# --- the same race on a first run (label → push → draft PR) ------------------------------
+
+
+def first_run(stack: Stack, repo: str) -> Any:
+    def finished() -> Any:
+        try:
+            return finished_run(stack, repo)
+        except OperationalError:  # run alone, this test may ask before the first record
+            return None
+    return wait_for(finished, message="the first run's record")
+
+
+def test_a_first_run_cancelled_during_a_failed_push_pushes_nothing(stack: Stack) -> None:
+    repo = "calc-first-cancel-push"
+    when_the_bot_pushes(stack, repo, lambda: cancel_and_wait(stack, repo))
+    stack.fake.fail_next("POST", rf"^/{OWNER}/{repo}\.git/git-receive-pack$", 500)
+    assert stack.label(repo, 1).status_code == 202
+    run = first_run(stack, repo)
+    assert run.outcome == "cancelled"
+    assert pushes(stack, repo) == [500], "no push attempt after the cancel"
+    assert stack.fake.branch_sha(OWNER, repo, BRANCH) is None
+    assert stack.fake.pulls(OWNER, repo) == []
+    status = stack.status(repo, 1)
+    assert f"cancelled by @{MAINTAINER}" in status and "Nothing was pushed" in status
+
+
+def test_a_first_run_cancelled_after_an_accepted_push_opens_its_pr_and_says_so(
+        stack: Stack) -> None:
+    repo = "calc-first-cancel-late"
+    when_the_bot_pushes(stack, repo, lambda: cancel_and_wait(stack, repo))
+    assert stack.label(repo, 1).status_code == 202
+    run = first_run(stack, repo)
+    assert run.outcome == "pr_opened"
+    assert pushes(stack, repo) == [200]
+    pulls = stack.fake.pulls(OWNER, repo)
+    assert len(pulls) == 1 and pulls[0].draft, "a pushed branch is never left without its PR"
+    status = wait_for(lambda: "arrived after GitHub had accepted the push" in (
+        s := stack.status(repo, 1)) and s, message="the status to say the cancel was late")
+    assert f"cancelled by @{MAINTAINER}" in status and f"/pull/{pulls[0].number}" in status

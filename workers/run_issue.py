@@ -26,7 +26,6 @@ from bot.messages import (
     pr_body,
     review_not_pushed,
     status_cancelled,
-    status_done,
     status_failed,
     status_running,
 )
@@ -37,8 +36,8 @@ from workers.agent.events import Outputs, Triggered
 from workers.agent.result import SolveResult
 from workers.attempts import Attempts, run_attempts
 from workers.coordination import IssueCoordinator
-from workers.publish import branch_for, push_and_open_pull
-from workers.review_publish import publish_review
+from workers.publish import branch_for
+from workers.review_publish import publish_pull, publish_review
 from workers.run_path import NoTestCommand, open_workspace, prepare
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
@@ -48,8 +47,9 @@ log = logging.getLogger(__name__)
 
 
 def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
-    """Returns the outcome: pr_opened, pushed (a review's change on the PR), conflict,
-    failed, no_change, refused_paths, refused_size,
+    """Returns the outcome: pr_opened, pushed (a review's change on the PR), conflict
+    or replay_failed (a review's change on a moved branch: no clean replay, or its re-run
+    tests failed), failed, no_change, refused_paths, refused_size,
     invalid_config, no_tests, superseded, cancelled, duplicate, or busy (another attempt
     holds the issue's lock; the task goes back to the broker and tries again)."""
     coordinator = IssueCoordinator(rt.redis, trigger.issue_key)
@@ -195,14 +195,11 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         return publish_review(rt, trigger, generation, coordinator, host, result, report,
                               status, f"[FrogNano] {issue.title}", message,
                               plan.limits.test_timeout)
-    pull = push_and_open_pull(
-        github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
-        snapshot=result.snapshot, issue_number=trigger.issue_number,
-        title=f"[FrogNano] {issue.title}", body=pr_body(report), base=default_branch,
-        reviewer=trigger.actor, message=message)
-    recorder.set_pr_url(pull.url)
-    status.set(status_done(pull.url, generation))
-    return decision.outcome
+    assert result.snapshot is not None  # decide() publishes only a readable change
+    # A cancel is honoured up to the push; after an accepted push the PR steps finish.
+    return publish_pull(rt, trigger, generation, coordinator, host, result.snapshot, status,
+                        recorder, title=f"[FrogNano] {issue.title}", body=pr_body(report),
+                        base=default_branch, message=message)
 
 
 def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
