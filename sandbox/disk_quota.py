@@ -29,8 +29,10 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH) -> int:
-    """Bytes allocated on disk under `roots` (sparse files count what they use; every
-    entry at least one block, so millions of empty files count too); symlinks are not
+    """Bytes on disk under `roots`, every entry at least one block (so millions of empty
+    files count too) and a file at least its size: the host writes a sparse file's holes
+    out whole (git stores the zeros, the verdict's checkout writes them back), and
+    `truncate` makes thousands of 1 GiB files between two polls. Symlinks are not
     followed, unreadable directories count as empty.
 
     The walk opens each directory relative to its parent's descriptor, so a path longer
@@ -58,7 +60,7 @@ def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH) -> int:
                     info = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                total += max(info.st_blocks * 512, BLOCK_BYTES)
+                total += max(info.st_blocks * 512, info.st_size, BLOCK_BYTES)
                 if not stat.S_ISDIR(info.st_mode):
                     continue
                 if len(stack) >= max_depth:

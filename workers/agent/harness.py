@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxError
+from sandbox.disk_quota import tree_bytes
 from workers.agent.events import (
     BaselineDone,
     EventOutput,
@@ -231,6 +232,13 @@ class Harness:
             return self.judged.snapshot, ""
         try:
             self.sandbox.stop()  # nothing may still be writing the tree the host snapshots
+            # A command the disk quota killed may have left far more than the quota: a
+            # sparse file costs nothing to make, and git would read and store every byte.
+            limits = getattr(getattr(self.sandbox, "config", None), "limits", None)
+            if limits is not None and tree_bytes([self.repo.work_tree]) > limits.disk_bytes:
+                return None, (f"the workspace is over the disk quota of "
+                              f"{limits.disk_bytes / 1024**2:.0f} MiB; the host did not "
+                              "read it")
             return self.repo.snapshot(), ""
         except (SandboxError, GitError) as exc:
             return None, f"could not compute the diff: {exc}"
