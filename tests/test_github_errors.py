@@ -3,6 +3,8 @@ not on message text; each is still a `GitHubError`. Served by the local fake Git
 
 from __future__ import annotations
 
+import base64
+import subprocess
 import time
 from pathlib import Path
 
@@ -231,3 +233,33 @@ def test_every_rest_answer_says_where_the_rate_limit_stands(fake: FakeGitHub) ->
     assert int(answer.headers["X-RateLimit-Remaining"]) == fake.rate_limit.remaining
     assert answer.headers["X-RateLimit-Limit"] == str(fake.rate_limit.limit) == "12500"
     assert int(answer.headers["X-RateLimit-Reset"]) > time.time()
+
+
+def test_the_installations_permissions_decide_as_on_github(fake: FakeGitHub) -> None:
+    client = make_client(fake)
+    fake.installation_permissions.update(issues="read", pull_requests="read")
+    assert client.issue(REPO, 7).title == "add() subtracts"  # read is enough to read
+    with pytest.raises(Forbidden) as caught:
+        client.comment(REPO, 7, "hello")
+    assert caught.value.accepted_permissions == "issues=write; pull_requests=write"
+    assert caught.value.github_message == NOT_ACCESSIBLE
+    fake.installation_permissions["pull_requests"] = "write"  # either set will do
+    client.comment(REPO, 7, "hello")
+    assert [c.body for c in fake.comments(OWNER, NAME, 7)] == ["hello"]
+
+
+def test_a_push_needs_contents_write(fake: FakeGitHub, tmp_path: Path) -> None:
+    token = fake.mint_token(fake.installation_id).token
+    auth = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    url = fake.clone_url(OWNER, NAME)
+    header = ["-c", f"http.extraHeader=Authorization: Basic {auth}"]
+    git(tmp_path, *header, "clone", "-q", url, "work")
+    work = tmp_path / "work"
+    git(work, "commit", "-q", "--allow-empty", "-m", "empty")
+    fake.installation_permissions["contents"] = "read"
+    refused = subprocess.run(["git", *header, "push", "-q", "origin", "HEAD:main"], cwd=work,
+                             capture_output=True, text=True, check=False)
+    assert refused.returncode != 0 and "403" in refused.stderr
+    fake.installation_permissions["contents"] = "write"
+    git(work, *header, "push", "-q", "origin", "HEAD:main")
+    assert fake.branch_sha(OWNER, NAME, "main") == git(work, "rev-parse", "HEAD").strip()

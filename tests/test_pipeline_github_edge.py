@@ -136,12 +136,16 @@ def test_a_rate_limit_that_resets_soon_is_waited_out(stack: Stack) -> None:
 
 
 def test_a_missing_app_permission_is_named_with_the_readmes_list(stack: Stack) -> None:
-    stack.fake.deny_permission("POST", r"/repos/octo/calc-no-permission/pulls$",
-                               "pull_requests=write")
-    assert stack.label("calc-no-permission", 1).status_code == 202
-    status = wait_for(lambda: "Resource not accessible" in stack.status(
-        "calc-no-permission", 1) and stack.status("calc-no-permission", 1),
-        message="the status")
+    # The App was installed with pull requests read-only: all goes well up to the PR.
+    stack.fake.installation_permissions["pull_requests"] = "read"
+    try:
+        assert stack.label("calc-no-permission", 1).status_code == 202
+        status = wait_for(lambda: "Resource not accessible" in stack.status(
+            "calc-no-permission", 1) and stack.status("calc-no-permission", 1),
+            message="the status")
+    finally:
+        stack.fake.installation_permissions["pull_requests"] = "write"
+    assert stack.fake.branch_sha(OWNER, "calc-no-permission", "frognano/issue-1"), "pushed"
     assert "lacks the **pull requests: write** permission" in status
     assert "The GitHub App → Creating the App" in status and "/frognano retry" in status
     assert stack.fake.pulls(OWNER, "calc-no-permission") == []

@@ -45,6 +45,36 @@ _API_PREFIXES = ("repos", "app", "users", "orgs", "user", "installation")
 _MANIFEST_PAGE = re.compile(r"^(/organizations/(?P<org>[^/]+))?/settings/apps/new$")
 # The code in the path is the credential of this one endpoint.
 _UNAUTHENTICATED = re.compile(r"^/app-manifests/[^/]+/conversions$")
+# The permission sets GitHub accepts for each REST route the bot uses (its docs'
+# "Permissions required for GitHub Apps", as sent in X-Accepted-GitHub-Permissions).
+# A route missing here is a violation: add it with its permissions from those docs.
+_REPO = r"^/repos/[^/]+/[^/]+"
+_ISSUES_READ = "issues=read; pull_requests=read"  # an issue's, or a PR's as an issue
+_ISSUES_WRITE = "issues=write; pull_requests=write"
+_ROUTE_PERMISSIONS: list[tuple[str, re.Pattern[str], str]] = [
+    (m, re.compile(_REPO + p), a) for m, p, a in (
+    ("GET", r"$", "metadata=read"),
+    ("GET", r"/contents/.+$", "contents=read"),
+    ("GET", r"/collaborators/[^/]+/permission$", "metadata=read"),
+    ("GET", r"/issues/\d+$", _ISSUES_READ),
+    ("GET", r"/issues/\d+/comments$", _ISSUES_READ),
+    ("POST", r"/issues/\d+/comments$", _ISSUES_WRITE),
+    ("GET", r"/issues/comments/\d+$", _ISSUES_READ),
+    ("PATCH", r"/issues/comments/\d+$", _ISSUES_WRITE),
+    ("POST", r"/issues/\d+/reactions$", _ISSUES_WRITE),
+    ("POST", r"/issues/comments/\d+/reactions$", _ISSUES_WRITE),
+    ("GET", r"/labels/[^/]+$", _ISSUES_READ),
+    ("POST", r"/labels$", _ISSUES_WRITE),
+    ("POST", r"/issues/\d+/labels$", _ISSUES_WRITE),
+    ("GET", r"/pulls$", "pull_requests=read"),
+    ("POST", r"/pulls$", "pull_requests=write"),
+    ("GET", r"/pulls/\d+$", "pull_requests=read"),
+    ("PATCH", r"/pulls/\d+$", "pull_requests=write"),
+    ("GET", r"/pulls/\d+/reviews/\d+/comments$", "pull_requests=read"),
+    ("GET", r"/pulls/\d+/comments$", "pull_requests=read"),
+    ("POST", r"/pulls/\d+/comments/\d+/replies$", "pull_requests=write"),
+    ("POST", r"/pulls/\d+/requested_reviewers$", "pull_requests=write"),
+)]
 _REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 
 
@@ -115,6 +145,10 @@ class FakeGitHubMiddleware:
         counted: dict[str, str] = {}
         if kind == "api" and denial is None and fault is None and credential is not None:
             denial, counted = self._spend_rate_limit()
+            if denial is None:
+                denial = self._permission_denial(method, path)
+        elif kind == "git" and denial is None and fault is None:
+            denial = self._git_permission_denial(path, query)
         if fault is not None and fault.drop is not None:
             await self._drop(scope, fault.drop, body, credential, denial,
                              headers if kind == "git" else None)
@@ -194,6 +228,30 @@ class FakeGitHubMiddleware:
                         self.fake.faults.remove(fault)
                     return fault
         return None
+
+    def _permission_denial(self, method: str, path: str) -> Response | None:
+        """GitHub's 403 for a route the installation's permissions do not cover."""
+        accepted = next((a for m, pattern, a in _ROUTE_PERMISSIONS
+                         if m == method and pattern.match(path)), None)
+        if accepted is None:
+            if path.startswith("/repos/"):
+                self.fake.violations.append(f"{method} {path}: no App permission known for "
+                                            "this route (tests/fake_github/api.py)")
+            return None
+        if self.fake.grants(accepted):
+            return None
+        return _json(403, objects.error("Resource not accessible by integration", 403),
+                     {"X-Accepted-GitHub-Permissions": accepted})
+
+    def _git_permission_denial(self, path: str, query: dict[str, str]) -> Response | None:
+        """A fetch needs contents: read, a push contents: write (git's own answer)."""
+        pushing = path.endswith("/git-receive-pack") or query.get("service") == \
+            "git-receive-pack"
+        if self.fake.grants("contents=write" if pushing else "contents=read"):
+            return None
+        repo = path.split(".git", 1)[0].lstrip("/")
+        return Response(f"Permission to {repo}.git denied to {self.fake.bot_login}.\n",
+                        status_code=403)
 
     def _spend_rate_limit(self) -> tuple[Response | None, dict[str, str]]:
         """An installation token's request spends from its window; with nothing left,
@@ -362,8 +420,7 @@ def build_app(fake: FakeGitHub) -> FastAPI:
             raise GitHubError(404, "Not Found")
         issued = fake.mint_token(installation_id)
         return _json(201, {"token": issued.token, "expires_at": objects.iso(issued.expires_at),
-                           "permissions": {"contents": "write", "issues": "write",
-                                           "pull_requests": "write", "metadata": "read"},
+                           "permissions": dict(fake.installation_permissions),
                            "repository_selection": "all"})
 
     # -- the App manifest flow -------------------------------------------------------------

@@ -25,6 +25,7 @@ import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from bot.app_manifest import PERMISSIONS as MANIFEST_PERMISSIONS
 from tests.fake_github.openapi_spec import OpenApiChecker
 
 INSTALLATION_ID = 4242
@@ -245,6 +246,9 @@ class FakeGitHub:
         self.violations: list[str] = []  # OpenAPI findings on requests and responses
         self.faults: list[Fault] = []
         self.rate_limit = RateLimit()  # the one installation's
+        # What the installation was granted: by default what the bot's manifest asks
+        # for, so every test proves that list suffices (GitHub's 403 otherwise).
+        self.installation_permissions: dict[str, str] = dict(MANIFEST_PERMISSIONS)
         self.hooks: list[Hook] = []
         self.manifest_codes: dict[str, ManifestCode] = {}  # the App manifest flow
         self.webhook_secret: str | None = None  # set when an App is made from a manifest
@@ -442,6 +446,19 @@ class FakeGitHub:
             self.rate_limit.remaining = remaining
             self.rate_limit.reset = int(time.time() + reset_in_s)
             return self.rate_limit.reset
+
+    def grants(self, accepted: str) -> bool:
+        """Whether the installation holds one of `accepted`'s permission sets (the
+        X-Accepted-GitHub-Permissions form: "a=read,b=write; c=write"); write covers read."""
+        rank = {"read": 1, "write": 2, "admin": 3}
+        with self.lock:
+            held = dict(self.installation_permissions)
+        for alternative in accepted.split(";"):
+            parts = [p.strip().partition("=") for p in alternative.split(",") if p.strip()]
+            if all(rank.get(held.get(name, ""), 0) >= rank.get(level, 9)
+                   for name, _, level in parts):
+                return True
+        return False
 
     def deny_permission(self, method: str, path_regex: str, accepted: str, *,
                         times: int = 1) -> None:
