@@ -263,3 +263,27 @@ def test_a_push_needs_contents_write(fake: FakeGitHub, tmp_path: Path) -> None:
     fake.installation_permissions["contents"] = "write"
     git(work, *header, "push", "-q", "origin", "HEAD:main")
     assert fake.branch_sha(OWNER, NAME, "main") == git(work, "rev-parse", "HEAD").strip()
+
+
+def test_a_push_touching_workflows_needs_the_workflows_permission(fake: FakeGitHub,
+                                                                  tmp_path: Path) -> None:
+    # What the manifest's missing `workflows` permission buys: GitHub itself refuses.
+    token = fake.mint_token(fake.installation_id).token
+    auth = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    header = ["-c", f"http.extraHeader=Authorization: Basic {auth}"]
+    git(tmp_path, *header, "clone", "-q", fake.clone_url(OWNER, NAME), "work")
+    work = tmp_path / "work"
+    (work / ".github" / "workflows").mkdir(parents=True)
+    (work / ".github" / "workflows" / "ci.yml").write_text("on: push\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "a workflow")
+    assert "workflows" not in fake.installation_permissions
+    refused = subprocess.run(["git", *header, "push", "-q", "origin", "HEAD:feature"],
+                             cwd=work, capture_output=True, text=True, check=False)
+    assert refused.returncode != 0
+    assert ("refusing to allow a GitHub App to create or update workflow "
+            "`.github/workflows/ci.yml` without `workflows` permission") in refused.stderr
+    assert fake.branch_sha(OWNER, NAME, "feature") is None
+    fake.installation_permissions["workflows"] = "write"
+    git(work, *header, "push", "-q", "origin", "HEAD:feature")
+    assert fake.branch_sha(OWNER, NAME, "feature") == git(work, "rev-parse", "HEAD").strip()

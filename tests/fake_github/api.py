@@ -28,6 +28,7 @@ from tests.fake_github.openapi_spec import DESCRIPTION_API_VERSION
 from tests.fake_github.server import (
     ABORT_EXTENSION,
     ROLE_TO_PERMISSION,
+    WORKFLOWS_ENV,
     Comment,
     FakeGitHub,
     Issue,
@@ -320,7 +321,9 @@ class FakeGitHubMiddleware:
         def call() -> tuple[int, list[tuple[str, str]], bytes]:
             return run_http_backend(self.fake.git_root, method=method, path=scope["path"],
                                     query=scope["query_string"].decode(), headers=headers,
-                                    body=body, remote_user="x-access-token")
+                                    body=body, remote_user="x-access-token",
+                                    extra_env={WORKFLOWS_ENV: self.fake.installation_permissions
+                                               .get("workflows", "none")})
 
         status, cgi_headers, payload = await anyio.to_thread.run_sync(call)
         response = Response(payload, status_code=status)

@@ -10,9 +10,12 @@ from pathlib import Path
 
 def run_http_backend(project_root: Path, *, method: str, path: str, query: str,
                      headers: Mapping[str, str], body: bytes,
-                     remote_user: str) -> tuple[int, list[tuple[str, str]], bytes]:
-    """One smart-HTTP exchange: returns status, headers and body of the CGI's answer."""
+                     remote_user: str, extra_env: Mapping[str, str] | None = None,
+                     ) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One smart-HTTP exchange: returns status, headers and body of the CGI's answer.
+    `extra_env` reaches the repository's hooks (receive-pack runs them in this env)."""
     env = {
+        **(extra_env or {}),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(project_root),  # keep the user's git config out of the server side
         "GIT_CONFIG_NOSYSTEM": "1",

@@ -12,6 +12,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -31,6 +32,28 @@ from tests.fake_github.openapi_spec import OpenApiChecker
 INSTALLATION_ID = 4242
 APP_ID = 123456
 APP_SLUG = "frognano"
+# GitHub refuses a push that creates or changes a workflow file unless the App holds the
+# `workflows` permission (the bot's manifest leaves it out on purpose): each bare
+# repository's pre-receive hook does the same, told the permission in this variable.
+WORKFLOWS_ENV = "FAKE_GITHUB_WORKFLOWS_PERMISSION"
+WORKFLOWS_HOOK = f"""
+import os, subprocess, sys
+if os.environ.get("{WORKFLOWS_ENV}") == "write":
+    sys.exit(0)
+def git(*args):
+    return subprocess.run(["git", *args], capture_output=True, text=True).stdout.splitlines()
+for line in sys.stdin:
+    old, new, ref = line.split()
+    if set(new) == {{"0"}}:
+        continue  # a deleted branch
+    for commit in git("rev-list", new, "--not", "--all"):
+        for path in git("diff-tree", "-r", "--no-commit-id", "--name-only", "--root", "-m",
+                        commit):
+            if path.startswith(".github/workflows/"):
+                print(f"refusing to allow a GitHub App to create or update workflow "
+                      f"`{{path}}` without `workflows` permission", file=sys.stderr)
+                sys.exit(1)
+"""
 ROLE_TO_PERMISSION = {"admin": "admin", "maintain": "write", "write": "write",
                       "triage": "read", "read": "read", "none": "none"}
 
@@ -331,6 +354,10 @@ class FakeGitHub:
         _git(self.root, "clone", "-q", "--bare", str(source), str(bare))
         _git(bare, "symbolic-ref", "HEAD", f"refs/heads/{default_branch}")
         _git(bare, "config", "http.receivepack", "true")
+        hook = bare / "hooks" / "pre-receive"
+        hook.parent.mkdir(exist_ok=True)
+        hook.write_text(f"#!{sys.executable}\n{WORKFLOWS_HOOK}")
+        hook.chmod(0o755)
         self.user_id(owner)
         repo = Repo(id=self.next_id(), owner=owner, name=name, default_branch=default_branch,
                     bare_path=bare, installation_id=self.installation_id)
