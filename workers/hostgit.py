@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +84,7 @@ HARDENING = (
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _ENV = shutil.which("env", path=_SAFE_PATH) or "/usr/bin/env"
 _EMPTY_SHA = "0" * 40
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # what a root commit changed from
 
 
 class GitError(RuntimeError):
@@ -258,6 +259,10 @@ class HostRepo:
                  max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES) -> None:
         self.git_dir, self.work_tree, self.base = git_dir, work_tree, base
         self.max_diff_bytes = max_diff_bytes
+        # The tree whose test files the verdict trusts: base, unless `distrust` put back
+        # what the bot's own earlier commits did to them.
+        self.test_base = base
+        self.distrusted: tuple[str, str, Callable[[str], bool]] | None = None
 
     # -- creation ---------------------------------------------------------------------
     @classmethod
@@ -399,18 +404,52 @@ class HostRepo:
         return b"".join(chunks).decode("utf-8", "surrogateescape"), size, False
 
     def tree_with_base_paths(self, tree: str, paths: Iterable[str]) -> str:
-        """`tree` with each of `paths` as it is in base (absent there: removed)."""
+        """`tree` with each of `paths` as it is in `test_base` (absent there: removed)."""
         wanted = sorted(set(paths))
-        if not wanted:
+        in_base = self._ls_tree(self.test_base, wanted) if wanted else {}
+        return self._tree_with(tree, {path: in_base.get(path) for path in wanted})
+
+    def distrust(self, upstream: str, email: str, select: Callable[[str], bool]) -> list[str]:
+        """Set `test_base` for a run on a branch the bot itself wrote to (a review on its
+        PR): every path `select` takes (test files and test configuration) that a commit
+        authored as `email` changed on the first-parent line since `upstream`, as it was
+        before that commit, unless a later commit by anyone else changed it again (a
+        person's edit is trusted, the model's never). The paths put back, sorted."""
+        self.distrusted = (upstream, email, select)
+        try:
+            log = self._git("log", "--first-parent", "--reverse", "-z", "--format=%H %P%n%ae",
+                            f"{upstream}..{self.base}", strip=False).decode()
+        except GitError:  # no such upstream here: every commit of the branch's line
+            log = self._git("log", "--first-parent", "--reverse", "-z",
+                            "--format=%H %P%n%ae", self.base, strip=False).decode()
+        before: dict[str, tuple[str, str] | None] = {}
+        for record in filter(None, log.split("\0")):
+            shas, _, author = record.strip("\n").partition("\n")
+            sha, *parents = shas.split()
+            parent = parents[0] if parents else _EMPTY_TREE
+            changed = [p for p in self.changed_paths(sha, against=parent) if select(p)]
+            mine = author.strip().casefold() == email.casefold()
+            old = self._ls_tree(parent, changed) if mine and changed else {}
+            for path in changed:
+                if not mine:
+                    before.pop(path, None)
+                elif path not in before:
+                    before[path] = old.get(path)
+        if before:
+            self.test_base = self._tree_with(self.base, before)
+        return sorted(before)
+
+    def _tree_with(self, tree: str, entries: dict[str, tuple[str, str] | None]) -> str:
+        """`tree` with each path of `entries` set to its (mode, sha), None: removed."""
+        if not entries:
             return tree
         index = self._scratch("revert.index")
         index.unlink(missing_ok=True)
         self._git("read-tree", tree, index=index)
-        in_base = self._ls_tree(self.base, wanted)
         lines = []
-        for path in wanted:
-            if path in in_base:
-                mode, sha = in_base[path]
+        for path, entry in sorted(entries.items()):
+            if entry is not None:
+                mode, sha = entry
                 lines.append(f"{mode} {sha}\t{path}")
             else:
                 lines.append(f"0 {_EMPTY_SHA}\t{path}")
@@ -436,8 +475,9 @@ class HostRepo:
         return [os.fsdecode(name) for name in out.split(b"\0") if name]
 
     def read_base(self, path: str) -> bytes | None:
-        """A file's bytes at base, or None when base has no such blob."""
-        entry = self._ls_tree(self.base, [path]).get(path)
+        """A file's bytes at base (its tests: `test_base`), or None when it has no such
+        blob."""
+        entry = self._ls_tree(self.test_base, [path]).get(path)
         if entry is None or entry[0] == "160000":
             return None
         return self._git("cat-file", "blob", entry[1], strip=False)

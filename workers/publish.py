@@ -207,6 +207,8 @@ def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,
         raise BranchMoved(f"`{branch}` moved to {head[:12]} during the run and the change "
                           "conflicts with it") from exc
     at_head = HostRepo(host.git_dir, host.work_tree, head, max_diff_bytes=host.max_diff_bytes)
+    if host.distrusted is not None:  # the bot's own test edits stay untrusted on the new head
+        at_head.distrust(*host.distrusted)
     judgement = judge_replay(at_head, tree)
     if not judgement.verdict.accepted:
         raise ReplayFailed(branch, head, judgement)

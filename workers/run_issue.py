@@ -38,7 +38,7 @@ from workers.attempts import Attempts, run_attempts
 from workers.coordination import IssueCoordinator
 from workers.publish import branch_for
 from workers.review_publish import publish_pull, publish_review
-from workers.run_path import NoTestCommand, open_workspace, prepare
+from workers.run_path import NoTestCommand, distrust_own_tests, open_workspace, prepare
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
 from workers.status import StatusComment, StatusProgress
@@ -140,6 +140,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     reviewing = trigger.kind == "review"
     start = branch_for(trigger.issue_number) if reviewing else default_branch
     host = open_workspace(mirror, start, run_dir, max_diff_bytes=rt.max_diff_bytes)
+    if reviewing:  # judged by the repository's tests, not the model's from its last run
+        distrust_own_tests(host, f"refs/heads/{default_branch}", rt.github.bot_login())
     try:  # from the default branch on GitHub: an issue author cannot change it
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:

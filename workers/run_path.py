@@ -28,10 +28,11 @@ from workers.agent.harness import Harness, RunPlan
 from workers.agent.python_setup import infer_python_setup
 from workers.agent.repo_tests import detect_test_command
 from workers.agent.result import SolveLimits, SolveResult
+from workers.agent.test_files import is_test_config, is_test_path
 from workers.hostgit import DEFAULT_MAX_DIFF_BYTES, HostRepo
 from workers.models.base import ModelClient
 from workers.package_index import NO_INDEX, PackageIndex
-from workers.publish import forbidden_paths
+from workers.publish import bot_identity, forbidden_paths
 
 
 class NoTestCommand(ValueError):
@@ -61,6 +62,16 @@ def open_workspace(source: Path, branch: str | None, run_dir: Path, *,
     (run_dir / "private").mkdir(parents=True)
     return HostRepo.create(source, branch, run_dir / "git", run_dir / "workspace",
                            max_diff_bytes=max_diff_bytes)
+
+
+def distrust_own_tests(host: HostRepo, upstream: str, bot_login: str) -> list[str]:
+    """For a run that starts from the bot's own branch (a review on its PR): the tests it
+    is judged by are the repository's, not those the model changed in an earlier run of
+    the bot (published beside a fix, shown, never trusted). Test files and configuration
+    that the bot's commits since `upstream` changed are put back as they were before
+    them, unless a person changed them since. The paths put back."""
+    return host.distrust(upstream, bot_identity(bot_login)[1],
+                         lambda path: is_test_path(path) or is_test_config(path))
 
 
 def prepare(issue: str, workspace: Path, config: RepoConfig, *,

@@ -147,7 +147,8 @@ class VerdictRunner:
                            changed_during_run=changed)
 
     def baseline(self, timeout: float) -> TestVerdict:
-        return self.run(self.repo.base, "baseline", timeout)
+        """The base with its trusted tests (`HostRepo.test_base`)."""
+        return self.run(self.repo.test_base, "baseline", timeout)
 
     def judge(self, baseline: TestVerdict, timeout: float) -> Judgement:
         """Snapshot the stopped sandbox's work tree and decide on it."""
@@ -162,7 +163,11 @@ class VerdictRunner:
         the base's test files and test configuration restored, then the model's own tests
         reported apart. A tree made after the agent's sandbox is gone (a review's change
         replayed on a moved branch) is judged here the same way."""
-        restore = [p for p in snapshot.paths if is_test_path(p) or is_test_config(p)]
+        # The test files the bot's own earlier commits changed go back too (a review on
+        # its PR: HostRepo.distrust), though this change left them alone.
+        drift = [] if self.repo.test_base == self.repo.base else \
+            self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
+        restore = [p for p in {*snapshot.paths, *drift} if is_test_path(p) or is_test_config(p)]
         verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
         final = self.run(verdict_tree, "verdict", timeout)
         with_model_tests = None
