@@ -43,6 +43,27 @@ def status_running(step: int, max_steps: int, attempt: int, phase: str = "workin
             f"(attempt {attempt}).")
 
 
+@dataclass(frozen=True)
+class AttemptProgress:
+    """Where one of several attempts is, for the running status."""
+
+    number: int  # 1-based
+    step: int = 0  # 0: setup and the baseline, before its first turn
+    ended: str | None = None  # its exit reason, once it ended
+
+
+def status_running_attempts(attempts: list[AttemptProgress], of: int, max_steps: int,
+                            attempt: int) -> str:
+    """Best of `of`: each started attempt's step, or how it ended."""
+    parts = []
+    for one in sorted(attempts, key=lambda a: a.number):
+        state = (f"ended ({code_span(one.ended)})" if one.ended is not None
+                 else f"step {one.step} of {max_steps}" if one.step else "setting up")
+        parts.append(f"attempt {one.number}: {state}")
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** is working (attempt {attempt}), best of "
+            f"{of}: {'; '.join(parts)}.")
+
+
 def status_done(pr_url: str, attempt: int) -> str:
     return (f"{STATUS_MARKER}\n🐸 **FrogNano** opened a draft pull request: {pr_url} "
             f"(attempt {attempt}). The repository's tests pass on it; it needs human review.")

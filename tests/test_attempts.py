@@ -11,20 +11,34 @@ from pathlib import Path
 
 import pytest
 
+from bot.github_api import RepoRef
+from bot.github_client import GitHubAppClient
 from bot.messages import AttemptLine, AttemptsReport, RunReport, failure_comment, pr_body
 from bot.repo_config import RepoConfigError, parse_repo_config
 from bot.settings import BotSettings
 from frognano.models import ModelSpecError, build_model
 from tests.conftest import git, make_repo
+from tests.fake_github.server import FakeGitHub
 from tests.reliability.stack import FIX_CALC
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.events import Outputs, Triggered
+from workers.agent.events import Outputs, Triggered, TurnStarted
 from workers.agent.result import SolveResult
-from workers.attempts import Attempt, changed_lines, choose, run_attempts, summary
+from workers.attempts import (
+    Attempt,
+    AttemptEnded,
+    AttemptStarted,
+    changed_lines,
+    choose,
+    run_attempts,
+    summary,
+)
 from workers.hostgit import GitError, HostRepo, Snapshot
 from workers.models.base import ModelClient, Sampling, Usage
 from workers.models.scripted import ScriptedModel, final_answer, think_and_call
 from workers.run_path import decide, open_workspace, prepare
+from workers.status import StatusComment, StatusProgress
+
+pytest_plugins = ("tests.fake_github.fixtures",)
 
 DEFAULT = parse_repo_config(None)
 
@@ -231,3 +245,47 @@ def test_a_crashed_attempt_stops_the_others_and_is_the_runs(tmp_path: Path) -> N
     first = [json.loads(line) for line in (tmp_path / "0.jsonl").read_text().splitlines()]
     result = next(r for r in first if r["kind"] == "result")
     assert result["exit_reason"] == "cancelled" and "return a + b" not in result["diff"]
+
+
+def test_the_status_follows_each_attempt_by_its_thread(fake_github: FakeGitHub) -> None:
+    """Attempts in turn on one thread, then two at once on their own threads: each one's
+    step is its own (the events do not name their attempt; the thread does), an ended one
+    says how, and the comment is edited in place."""
+    fake_github.add_repo("octo", "calc", {"README.md": "# calc\n"})
+    fake_github.add_issue("octo", "calc", 1, "add() subtracts")
+    client = GitHubAppClient(fake_github.app_id, fake_github.private_key_pem,
+                             fake_github.api_url)
+    status = StatusComment(client, RepoRef("octo", "calc", fake_github.installation_id), 1)
+    progress = StatusProgress(status, max_steps=40, attempt=7)
+
+    def body() -> str:
+        bodies = [c.body for c in fake_github.comments("octo", "calc", 1)]
+        assert len(bodies) == 1, "one status comment, edited in place"
+        return bodies[0]
+
+    for event in (AttemptStarted(index=0, of=3, seed=5), TurnStarted(step=1, attempt=1),
+                  TurnStarted(step=2, attempt=1)):
+        progress.emit(event)
+    assert "is working (attempt 7), best of 3: attempt 1: step 2 of 40." in body()
+    progress.emit(AttemptEnded(index=0, exit_reason="max_attempts"))
+    progress.emit(AttemptStarted(index=1, of=3, seed=6))
+    assert "attempt 1: ended (`max_attempts`); attempt 2: setting up." in body()
+
+    lock, turns = threading.Lock(), threading.Barrier(2)
+
+    def attempt(index: int, steps: int) -> None:
+        with lock:  # run_attempts hands events over one at a time
+            progress.emit(AttemptStarted(index=index, of=3, seed=index))
+        turns.wait()  # both have started before either takes a step
+        for step in range(1, steps + 1):
+            with lock:
+                progress.emit(TurnStarted(step=step, attempt=1))
+
+    threads = [threading.Thread(target=attempt, args=(1, 5)),
+               threading.Thread(target=attempt, args=(2, 2))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert body().endswith("best of 3: attempt 1: ended (`max_attempts`); "
+                           "attempt 2: step 5 of 40; attempt 3: step 2 of 40.")

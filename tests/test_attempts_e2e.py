@@ -11,6 +11,7 @@ small change is published; with one slot they run one after another and the firs
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ def stack_with(tmp: Path, slots: int) -> Iterator[Stack]:
     with running_stack(tmp, options) as stack:
         stack.add_calc_repo("calc", CONFIG)
         stack.add_calc_repo("calc-cancel", {**CONFIG, "SLOW": "x"})
+        stack.add_calc_repo("calc-progress", {**CONFIG, "SLOW": "x"})
         yield stack
 
 
@@ -142,6 +144,32 @@ def test_three_at_once_publish_the_smallest_passing_change(parallel: Stack,
     assert "chosen" in rows[3] and rows[3].rstrip().endswith("| 2 | 1 |")
     assert "3 at a time" in pull.body
     assert parallel.status("calc", 1).count("opened a draft pull request") == 1
+
+
+def status_bodies(stack: Stack, repo: str) -> list[str]:
+    """Every text the status comment was given, in order (the fake's request log)."""
+    return [r.body["body"] for r in stack.fake.api_requests()
+            if r.method in ("POST", "PATCH") and r.path.startswith(f"/repos/{OWNER}/{repo}/")
+            and isinstance(r.body, dict) and "frognano:status" in str(r.body.get("body"))]
+
+
+def test_the_running_status_says_each_attempts_step(parallel: Stack) -> None:
+    """Three attempts sit 10 s in their first step, longer than the status interval: the
+    first progress edit, made when one of them reaches step 2, names all three with each
+    one's own step (it used to show one count that jumped between them)."""
+    assert parallel.label("calc-progress", 1).status_code == 202
+    wait_for(lambda: parallel.fake.pulls(OWNER, "calc-progress"), timeout=180,
+             message="a draft PR")
+    bodies = status_bodies(parallel, "calc-progress")
+    progress = [b for b in bodies if "best of 3" in b]
+    assert progress, bodies
+    steps = re.findall(r"attempt (\d): (step \d+ of 100|setting up)", progress[0])
+    assert [number for number, _ in steps] == ["1", "2", "3"], progress[0]
+    assert "step 2 of 100" in progress[0], "the edit a step-2 turn made shows its step"
+    assert all(state in ("step 1 of 100", "step 2 of 100") for _, state in steps)
+    assert not any(re.search(r"step \d+ of 100 \(attempt", b) for b in bodies), \
+        "no single-attempt count among the edits"
+    assert "opened a draft pull request" in parallel.status("calc-progress", 1)
 
 
 def test_one_slot_runs_them_in_turn_and_stops_at_the_first_pass(sequential: Stack,

@@ -51,6 +51,15 @@ class AttemptStarted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AttemptEnded(Event):
+    """Live only (the attempt's transcript has its result): one of several attempts ended,
+    for the status comment, which never sees the held `RunFinished`."""
+
+    index: int
+    exit_reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class AttemptsChosen(Event):
     """Which attempt the run published (or reports), and how each one ended."""
 
@@ -165,6 +174,8 @@ class _HoldResult:
     def emit(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             self.held[self.index] = event
+            self.output.emit(AttemptEnded(index=self.index,
+                                          exit_reason=event.result.exit_reason))
         else:
             self.output.emit(event)
 
