@@ -198,7 +198,15 @@ def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,
     """The change of `commit` (over its one parent, an ancestor of `head`) merged onto
     `head`, judged, and committed there; BranchMoved on a conflict, ReplayFailed when the
     verdict refuses it. (`merge-tree --merge-base` would name the base, but needs git
-    2.40; the merge base of the two is that parent.)"""
+    2.40; the merge base of the two is that parent.) A head that does not descend from
+    that parent (a person rewrote the branch) is BranchMoved: git's merge base would then
+    be older, and the merge would bring back what the rewrite dropped."""
+    try:
+        run_git("merge-base", "--is-ancestor", f"{commit}^", head, git_dir=host.git_dir)
+    except GitError as exc:  # exit status 1: not an ancestor
+        raise BranchMoved(f"`{branch}` was rewritten during the run (now at {head[:12]}, "
+                          "without the commit the change was made on); nothing was "
+                          "pushed") from exc
     try:
         tree = run_git("merge-tree", "--write-tree", "--no-messages", head, commit,
                        git_dir=host.git_dir).decode().split("\n", 1)[0].strip()
