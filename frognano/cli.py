@@ -40,7 +40,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="isolation backend; unsafe-local is for development only "
                             "(default: $FROGNANO_SANDBOX, else bubblewrap)")
     solve.add_argument("--transcript", type=Path, help="where to write the JSONL transcript")
-    solve.add_argument("--seed", type=int, help="sampling seed, recorded in the transcript")
+    solve.add_argument("--seed", type=int, help="sampling seed, recorded in the transcript "
+                                                "(attempt k of several: seed + k - 1)")
+    solve.add_argument("--attempts", type=int,
+                       help="best of N: independent attempts, the smallest passing change "
+                            "committed (default: `attempts_in_parallel` in "
+                            ".github/frognano.yml, cut to $FROGNANO_MAX_PARALLEL_ATTEMPTS; "
+                            "$FROGNANO_MODEL_SLOTS run at once)")
     solve.add_argument("--keep-workspace", action="store_true",
                        help="keep the private workspace for inspection")
     solve.add_argument("--n-ctx", type=int,
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "solve":
         from frognano.solve_command import EXIT_BAD_INPUT, run_solve
 
-        for name in ("max_steps", "max_attempts", "timeout_minutes"):
+        for name in ("max_steps", "max_attempts", "timeout_minutes", "attempts"):
             _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
         if args.issue_file is not None:
             try:
@@ -183,6 +189,8 @@ def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
         n_ctx=llama["n_ctx"], n_gpu_layers=llama["n_gpu_layers"], llama=llama,
         chat_template=args.chat_template or settings.chat_template,
         database_url=settings.database_url, max_diff_bytes=settings.max_diff_bytes,
+        attempts=args.attempts, max_parallel_attempts=settings.max_parallel_attempts,
+        model_slots=settings.model_slots,
         package_index=PackageIndex.from_settings(settings.pip_index_url,
                                                  settings.pip_extra_index_url,
                                                  settings.pip_find_links),

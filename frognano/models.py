@@ -29,6 +29,17 @@ def llama_settings(env: LlamaEnvSettings, **flags: Any) -> LlamaSettings:
     return LlamaSettings(**llama_fields(env, **flags))
 
 
+def check_model_slots(spec: str | None, slots: int) -> None:
+    """FROGNANO_MODEL_SLOTS above 1 needs a model that serves that many streams: attempts
+    sharing one in-process context would interleave their turns, and each turn would
+    re-evaluate the other's whole prompt."""
+    if slots > 1 and spec and not spec.startswith(("http://", "https://", "scripted:")):
+        raise ModelSpecError(
+            f"FROGNANO_MODEL_SLOTS={slots} needs a model server with that many parallel "
+            "slots (e.g. `llama-server --parallel N`, set FROGNANO_MODEL to its URL); a "
+            "GGUF model in this process serves one stream: set it to 1")
+
+
 def build_model(spec: str | None, sampling: Sampling,
                 llama_settings: LlamaSettings | None = None,
                 chat_template: Path | None = None) -> ModelClient:

@@ -1,4 +1,6 @@
-"""Live progress of a run in the terminal: step, tool, tokens/s, elapsed."""
+"""Live progress of a run in the terminal: step, tool, tokens/s, elapsed. With several
+attempts (`solve --attempts`) every line says whose it is, and the live line has each
+running attempt's step."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from workers.agent.events import (
     TurnDone,
     TurnStarted,
 )
+from workers.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
 
 
 class Progress:
@@ -30,12 +33,17 @@ class Progress:
         self.tool = "-"
         self.tokens_per_second = 0.0
         self.phase = "starting"
+        self.who = ""  # "attempt k · " before each line of one of several attempts
+        self._whose = AttemptOfThread()
+        self._steps: dict[int, int] = {}  # running attempts (of several) → their step
         self.live = Live(self._render(), console=console, refresh_per_second=4,
                          transient=True)
 
     def _render(self) -> Text:
         elapsed = int(time.monotonic() - self.started)
-        return Text(f"{self.phase} · step {self.step} · tool {self.tool} · "
+        steps = ", ".join(f"attempt {k + 1} at {step}" for k, step in sorted(self._steps.items()))
+        return Text(f"{self.phase} · {f'steps: {steps}' if steps else f'step {self.step}'} · "
+                    f"tool {self.tool} · "
                     f"{self.tokens_per_second:.1f} tok/s · {elapsed // 60:02d}:{elapsed % 60:02d}",
                     style="cyan")
 
@@ -48,8 +56,21 @@ class Progress:
 
     def emit(self, event: Event) -> None:
         """As an output of the run's events (workers/agent/events.py)."""
-        if isinstance(event, TurnStarted):
+        index = self._whose.see(event)
+        self.who = "" if index is None else f"attempt {index + 1} · "
+        if isinstance(event, AttemptStarted):
+            self._steps[event.index] = 0
+            seed = f" (seed {event.seed})" if event.seed is not None else ""
+            self.console.print(f"[bold]attempt {event.index + 1} of {event.of}{seed}[/bold] "
+                               "started", highlight=False)
+        elif isinstance(event, AttemptEnded):
+            self._steps.pop(event.index, None)
+            self.console.print(f"[bold]attempt {event.index + 1}[/bold] ended: "
+                               f"{escape(event.exit_reason)}", highlight=False)
+        elif isinstance(event, TurnStarted):
             self.phase, self.step = "thinking", event.step
+            if index is not None:
+                self._steps[index] = event.step
         elif isinstance(event, TurnDone):
             usage = event.turn.usage
             seconds = usage.completion_seconds or event.model_seconds
@@ -58,7 +79,7 @@ class Progress:
         elif isinstance(event, ToolStarted):
             self.phase, self.tool = "tool", event.name
             # Tool names and arguments are the model's data: escaped, never markup.
-            self.console.print(f"[dim]step {event.step:>3}[/dim] {escape(event.name)} "
+            self.console.print(f"[dim]{self.who}step {event.step:>3}[/dim] {escape(event.name)} "
                                f"{escape(_brief(event.arguments))}", highlight=False)
         elif isinstance(event, TestsStarted):
             self.phase = f"tests ({event.phase})"
@@ -73,7 +94,8 @@ class Progress:
         self.live.update(self._render())
 
     def _tests(self, phase: str, summary: str) -> None:
-        self.console.print(f"[bold]tests {phase}:[/bold] {escape(summary)}", highlight=False)
+        self.console.print(f"[bold]{self.who}tests {phase}:[/bold] {escape(summary)}",
+                           highlight=False)
 
 
 def _brief(arguments: dict[str, Any]) -> str:

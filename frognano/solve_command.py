@@ -13,15 +13,22 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
-from frognano.models import ModelSpecError, build_model
+from bot.messages import AttemptsReport
+from bot.repo_config import (
+    CONFIG_PATH,
+    MAX_ATTEMPTS_IN_PARALLEL,
+    RepoConfigError,
+    parse_repo_config,
+)
+from frognano.models import ModelSpecError, build_model, check_model_slots
 from frognano.progress import Progress
 from runstore.store import RunStoreUnavailable, default_database_url, open_run_store
 from sandbox.base import SandboxError, SandboxUnavailable
 from sandbox.trees import remove_tree
-from workers.agent.events import Outputs, RunAborted
+from workers.agent.events import Event, Outputs, RunAborted
 from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
+from workers.attempts import run_attempts
 from workers.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError
 from workers.local_solve import (
     LocalRepoError,
@@ -30,10 +37,10 @@ from workers.local_solve import (
     slugify,
     unique_branch,
 )
-from workers.models.base import Sampling
+from workers.models.base import ModelClient, Sampling
 from workers.models.llama_resident import LlamaSettings
 from workers.package_index import NO_INDEX, PackageIndex
-from workers.run_path import NoTestCommand, Overrides, decide, execute, open_workspace, prepare
+from workers.run_path import NoTestCommand, Overrides, open_workspace, prepare
 from workers.run_recording import RunRecorder
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -71,6 +78,12 @@ class SolveOptions:
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
+    # Best of N (workers/attempts.py): `--attempts` over the checkout's
+    # `attempts_in_parallel`; the config's value is cut to FROGNANO_MAX_PARALLEL_ATTEMPTS
+    # as in the bot, the flag is the operator's own word. FROGNANO_MODEL_SLOTS at once.
+    attempts: int | None = None
+    max_parallel_attempts: int = 1
+    model_slots: int = 1
 
 
 def run_solve(opts: SolveOptions, console: Console) -> int:
@@ -109,10 +122,12 @@ def _start_recorder(opts: SolveOptions, slug: str, transcript_path: Path) -> Run
 def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path: Path,
                recorder: RunRecorder) -> int:
     run_dir = opts.work_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{slug}"
+    # Attempt 1's transcript is this path too (run_attempts opens it, appending): this one
+    # holds only a record of a run that could not start or broke outside the harness.
     with Transcript(transcript_path) as transcript:
         events = Outputs(transcript, recorder)
         try:
-            return _solve(opts, slug, run_dir, events, console)
+            return _solve(opts, slug, run_dir, transcript_path, recorder, console)
         except (BadInput, LocalRepoError, ModelSpecError, RepoConfigError,
                 SandboxUnavailable) as exc:
             events.emit(RunAborted(exit_reason="bad_input", error=str(exc)))
@@ -128,10 +143,16 @@ def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path:
                 remove_tree(run_dir)  # however deep the sandbox nested it
 
 
-def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,
-           console: Console) -> int:
-    """The bot's run path (workers/run_path.py) on a local checkout; only the source, the
-    flags over the config, and what a decision means (a local branch) are solve's own."""
+def transcript_for(path: Path, attempt: int) -> Path:
+    """Attempt 1 writes `path`; attempt k of several `<stem>-k<suffix>` beside it."""
+    return path if attempt == 0 else path.with_name(f"{path.stem}-{attempt + 1}{path.suffix}")
+
+
+def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
+           recorder: RunRecorder, console: Console) -> int:
+    """The bot's run path (workers/run_path.py, best of N by workers/attempts.py) on a
+    local checkout; only the source, the flags over the config, and what a decision means
+    (a local branch) are solve's own."""
     if not opts.issue.strip():
         raise BadInput("the issue text is empty")
     _check_numbers(opts)
@@ -141,8 +162,13 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,
                                  "n_gpu_layers": opts.n_gpu_layers})
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    model = build_model(opts.model, Sampling(seed=opts.seed), llama,
-                        chat_template=opts.chat_template)
+    check_model_slots(opts.model, opts.model_slots)
+
+    def model_for(seed: int | None) -> ModelClient:  # one client per attempt, as the worker
+        return build_model(opts.model, Sampling(seed=seed), llama,
+                           chat_template=opts.chat_template)
+
+    model = model_for(opts.seed)  # its name and tokenizer, before any attempt starts
     _check_issue_size(opts.issue, model, opts.n_ctx)
     host = open_workspace(repo, None, run_dir, max_diff_bytes=opts.max_diff_bytes)
     config_file = host.work_tree / CONFIG_PATH  # the checkout's own: HEAD is the user's
@@ -157,6 +183,8 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,
         raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
                        f"{CONFIG_PATH}; the harness needs the repository's tests to "
                        "judge a fix") from None
+    asked = opts.attempts or config.attempts_in_parallel
+    allowed = opts.attempts or opts.max_parallel_attempts
     console.print(escape(f"repository {repo} at {host.base[:12]}; tests: "
                          f"`{plan.test_command}`; model {model.name}; sandbox {opts.sandbox}"),
                   highlight=False)
@@ -164,15 +192,27 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,
         console.print(escape(f"setup {plan.setup_note}: `{plan.setup_command}`"),
                       highlight=False)
     with Progress(console) as progress:
-        result = execute(plan, model, host, opts.sandbox, Outputs(events, progress),
-                         package_index=opts.package_index)
+        attempts = run_attempts(
+            plan=plan, config=config, first_host=host,
+            open_host=lambda k: open_workspace(repo, None, run_dir / f"attempt-{k + 1}",
+                                               max_diff_bytes=opts.max_diff_bytes),
+            model_for=model_for, transcript_for=lambda k: transcript_for(transcript_path, k),
+            shared=Outputs(recorder, progress),
+            opening=Event(),  # no trigger to open with: an event that is never recorded
+            sandbox_backend=opts.sandbox, should_stop=lambda: False, asked=asked,
+            max_attempts=allowed, slots=opts.model_slots, seed=opts.seed,
+            package_index=opts.package_index)
+    host, result = attempts.host, attempts.choice.chosen.result
+    report = attempts.report()
+    if report is not None:
+        _report_attempts(report, transcript_path, console)
     _report(result, console)
     if result.exit_reason == "baseline_unusable":
         return EXIT_BAD_INPUT
     for path in result.snapshot.dropped if result.tests_passed and result.snapshot else []:
         console.print(f"[bold yellow]warning:[/bold yellow] left out `{escape(path)}`: a "
                       "nested git repository is never committed", highlight=False)
-    decision = decide(result, config)
+    decision = attempts.choice.chosen.decision
     if decision.outcome == "no_change":
         console.print("The tests pass and nothing was changed: no branch created.")
         return EXIT_OK
@@ -192,6 +232,30 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, events: Outputs,
     return EXIT_OK
 
 
+def _report_attempts(report: AttemptsReport, transcript_path: Path, console: Console
+                     ) -> None:
+    """Best of N: how each attempt ended (the PR body's table, as lines), then which one
+    the report below is about."""
+    cap = f" (asked {report.asked}; FROGNANO_MAX_PARALLEL_ATTEMPTS allows " \
+          f"{report.allowed})" if report.allowed < report.asked else ""
+    how = "in turn" if report.slots == 1 else f"{min(report.slots, report.allowed)} at a time"
+    console.print(f"[bold]best of {report.allowed}[/bold]{escape(cap)}, {how}:",
+                  highlight=False)
+    for line in sorted([report.chosen, *report.others], key=lambda a: a.number):
+        seed = f"seed {line.seed}" if line.seed is not None else "no seed"
+        console.print(escape(
+            f"  attempt {line.number} ({seed}): {line.outcome}; {line.steps} steps, "
+            f"{line.tokens} tokens, {line.lines} lines changed in {line.files} file(s); "
+            f"transcript {transcript_for(transcript_path, line.number - 1)}"),
+            highlight=False)
+    ran = 1 + len(report.others)
+    if report.published and ran < report.allowed:
+        console.print(f"  attempts {ran + 1} to {report.allowed} did not run: attempt "
+                      f"{report.chosen.number} passed first", highlight=False)
+    which = "chosen" if report.published else "reported (none passed)"
+    console.print(f"[bold]attempt {report.chosen.number}[/bold], {which}:", highlight=False)
+
+
 def _check_numbers(opts: SolveOptions) -> None:
     """Values argparse accepts but no run can use."""
     if opts.test_cmd is not None and not opts.test_cmd.strip():
@@ -199,6 +263,9 @@ def _check_numbers(opts: SolveOptions) -> None:
                        "the option out to use `test:` in .github/frognano.yml or autodetection")
     if opts.n_ctx <= 0:
         raise BadInput(f"--n-ctx must be a positive number of tokens, not {opts.n_ctx}")
+    if opts.attempts is not None and not 1 <= opts.attempts <= MAX_ATTEMPTS_IN_PARALLEL:
+        raise BadInput(f"--attempts must be from 1 to {MAX_ATTEMPTS_IN_PARALLEL}, not "
+                       f"{opts.attempts}")
 
 
 def _check_issue_size(issue: str, model: object, context: int) -> None:

@@ -26,7 +26,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     import redis
 
     from bot.github_client import GitHubAppClient
-    from frognano.models import build_model, llama_settings
+    from frognano.models import ModelSpecError, build_model, check_model_slots, llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
     from workers.models.base import ModelClient, Sampling
     from workers.package_index import PackageIndex
@@ -41,14 +41,10 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     if not settings.model:
         raise WorkerConfigError("set FROGNANO_MODEL to a GGUF path or an OpenAI-compatible URL")
     model_spec = settings.model
-    if settings.model_slots > 1 and not model_spec.startswith(("http://", "https://",
-                                                                "scripted:")):
-        # Attempts sharing one in-process context would interleave their turns, and each
-        # turn would re-evaluate the other's whole prompt.
-        raise WorkerConfigError(
-            f"FROGNANO_MODEL_SLOTS={settings.model_slots} needs a model server with that "
-            "many parallel slots (e.g. `llama-server --parallel N`, set FROGNANO_MODEL to "
-            "its URL); a GGUF model in this process serves one stream: set it to 1")
+    try:
+        check_model_slots(model_spec, settings.model_slots)
+    except ModelSpecError as exc:
+        raise WorkerConfigError(str(exc)) from exc
     try:  # FROGNANO_N_CTX and the other llama.cpp settings, for a GGUF model
         llama = llama_settings(settings)
     except ValueError as exc:

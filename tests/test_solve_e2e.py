@@ -30,13 +30,14 @@ FIXING_SCRIPT = [
 ]
 
 
-def solve(repo: Path, script: list[str], tmp: Path, *extra: str) -> tuple[int, str, Path]:
+def solve(repo: Path, script: list[str] | list[list[str]], tmp: Path, *extra: str,
+          env: dict[str, str] | None = None) -> tuple[int, str, Path]:
     script_file = tmp / "script.json"
     script_file.write_text(json.dumps(script))
     transcript = tmp / "transcript.jsonl"
     with reachable_dir() as work:
         env = {**os.environ, "FROGNANO_STATE_DIR": str(tmp / "state"),
-               "FROGNANO_WORK_DIR": str(work / "work"), "COLUMNS": "200"}
+               "FROGNANO_WORK_DIR": str(work / "work"), "COLUMNS": "200", **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "frognano", "solve", str(repo), "--issue", ISSUE,
              "--model", f"scripted:{script_file}", "--transcript", str(transcript), *extra],
@@ -127,3 +128,73 @@ def test_markup_like_paths_and_test_ids_are_printed_as_data(tmp_path: Path) -> N
     assert "committed" in output
     transcript_line = next(line for line in output.splitlines() if line.startswith("transcript:"))
     assert transcript_line.endswith(".jsonl"), "the transcript path is one unbroken line"
+
+
+# One script per seed (frognano/models.py): with --seed 0, attempt k replays script k.
+NOTES = "".join(f"note {i}\\n" for i in range(20))
+BEST_OF_THREE = [
+    [final_answer("I could not find the bug.")],  # fails
+    [*FIXING_SCRIPT[:-1], think_and_call("Document it.", "Bash",
+                                         command=f"printf '{NOTES}' > NOTES.md"),
+     final_answer("Fixed `add` and wrote notes.")],  # passes, 22 lines in 2 files
+    FIXING_SCRIPT,  # passes, 2 lines in 1 file
+]
+
+
+def test_solve_best_of_three_commits_the_smallest_passing_change(calc_repo: Path,
+                                                                 tmp_path: Path) -> None:
+    """`--attempts 3`, three model slots: the three run at once, each with its own seed,
+    workspace and transcript; the smallest passing change is the one committed, and the
+    output says how each attempt ended."""
+    code, output, transcript = solve(calc_repo, BEST_OF_THREE, tmp_path, "--attempts", "3",
+                                     "--seed", "0", "--max-attempts", "1",
+                                     env={"FROGNANO_MODEL_SLOTS": "3"})
+    assert code == 0, output
+    branch = "frognano/add-subtracts-instead-of-adding"
+    assert git(calc_repo, "branch", "--list", "frognano/*").split() == [branch]
+    assert git(calc_repo, "diff", "--name-only", "main", branch).split() == ["calc.py"], \
+        "the larger passing change (with NOTES.md) was committed"
+    assert "best of 3, 3 at a time:" in output
+    assert "attempt 1 (seed 0): failed (max_attempts); 1 steps" in output
+    assert "attempt 2 (seed 1): passed, larger change; 5 steps" in output
+    assert "attempt 3 (seed 2): chosen; 4 steps" in output
+    assert "2 lines changed in 1 file(s)" in output and "attempt 3, chosen:" in output
+    transcripts = [transcript, tmp_path / "transcript-2.jsonl", tmp_path / "transcript-3.jsonl"]
+    runs = [next(r for r in read_transcript(t) if r["kind"] == "run") for t in transcripts]
+    assert [r["seed"] for r in runs] == [0, 1, 2]
+    results = [read_transcript(t)[-1] for t in transcripts]
+    assert [r["tests_passed"] for r in results] == [False, True, True]
+    assert max(r["time"] for r in runs) < min(r["time"] for r in results), "all at once"
+
+
+def test_solve_takes_attempts_from_the_checkouts_config_cut_as_the_bot_would(
+        tmp_path: Path) -> None:
+    """No flag: `attempts_in_parallel: 3` from the checkout, cut to
+    FROGNANO_MAX_PARALLEL_ATTEMPTS=2, one slot: in turn, and the first pass ends it."""
+    from tests.conftest import make_repo
+
+    repo = make_repo(tmp_path / "calc", {".github/frognano.yml":
+                                         "attempts_in_parallel: 3\nmax_attempts: 1\n"},
+                     template="calc_repo")
+    code, output, _ = solve(repo, BEST_OF_THREE, tmp_path, "--seed", "0",
+                            env={"FROGNANO_MAX_PARALLEL_ATTEMPTS": "2"})
+    assert code == 0, output
+    assert "best of 2 (asked 3; FROGNANO_MAX_PARALLEL_ATTEMPTS allows 2), in turn:" in output
+    assert "attempt 2 (seed 1): chosen" in output
+    assert sorted(p.name for p in tmp_path.glob("transcript*.jsonl")) == [
+        "transcript-2.jsonl", "transcript.jsonl"]
+    assert "NOTES.md" in git(repo, "diff", "--name-only", "main",
+                             "frognano/add-subtracts-instead-of-adding")
+
+
+@pytest.mark.parametrize(("extra", "env", "error"), [
+    (("--attempts", "9"), {}, "--attempts must be from 1 to 8, not 9"),
+    (("--model", "/models/frognano.gguf"), {"FROGNANO_MODEL_SLOTS": "2"},
+     "FROGNANO_MODEL_SLOTS=2 needs a model server"),
+])
+def test_solve_refuses_attempts_it_cannot_run(calc_repo: Path, tmp_path: Path,
+                                              extra: tuple[str, ...], env: dict[str, str],
+                                              error: str) -> None:
+    code, output, _ = solve(calc_repo, FIXING_SCRIPT, tmp_path, *extra, env=env)
+    assert code == 2 and error in output, output
+    assert git(calc_repo, "branch", "--list", "frognano/*").strip() == ""

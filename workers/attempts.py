@@ -59,6 +59,26 @@ class AttemptEnded(Event):
     exit_reason: str
 
 
+class AttemptOfThread:
+    """Whose event it is, for outputs shared by several attempts (the status comment, the
+    terminal): the events do not name their attempt, but an attempt runs in one thread
+    from its `AttemptStarted` to its `AttemptEnded` (`run_attempts`' `one`)."""
+
+    def __init__(self) -> None:
+        self._by_thread: dict[int, int] = {}
+
+    def see(self, event: Event) -> int | None:
+        """The index of the attempt `event` belongs to; None in a run of one attempt.
+        Every event must pass through here, in the thread that emitted it."""
+        ident = threading.get_ident()
+        if isinstance(event, AttemptStarted):
+            self._by_thread[ident] = event.index
+        elif isinstance(event, AttemptEnded):
+            self._by_thread.pop(ident, None)
+            return event.index
+        return self._by_thread.get(ident)
+
+
 @dataclass(frozen=True, kw_only=True)
 class AttemptsChosen(Event):
     """Which attempt the run published (or reports), and how each one ended."""

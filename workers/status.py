@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 
 from bot.github_api import GitHubApi, RepoRef
@@ -14,7 +13,7 @@ from bot.messages import (
     status_running_attempts,
 )
 from workers.agent.events import Event, TurnStarted
-from workers.attempts import AttemptEnded, AttemptStarted
+from workers.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
 
 
 class StatusComment:
@@ -50,30 +49,25 @@ class StatusComment:
 
 
 class StatusProgress:
-    """The status comment as an output of a run's events: the step count, throttled.
-
-    With several attempts (workers/attempts.py) each one's own step is shown. The events
-    do not say whose they are, but an attempt runs in one thread from its `AttemptStarted`
-    to its `AttemptEnded` (run_attempts' `one`), so the emitting thread tells. The attempts
-    hand their events over one at a time (run_attempts' lock), so no lock here."""
+    """The status comment as an output of a run's events: the step count, throttled. With
+    several attempts (workers/attempts.py) each started one shows its own step, or how it
+    ended. The attempts hand their events over one at a time (run_attempts' lock)."""
 
     def __init__(self, status: StatusComment, max_steps: int, attempt: int) -> None:
         self.status, self.max_steps, self.attempt = status, max_steps, attempt
         self._of = 0
-        self._thread_attempt: dict[int, int] = {}  # thread id → attempt index
+        self._whose = AttemptOfThread()
         self._attempts: dict[int, AttemptProgress] = {}  # by index, once started
 
     def emit(self, event: Event) -> None:
+        index = self._whose.see(event)
         if isinstance(event, AttemptStarted):
             self._of = event.of
-            self._thread_attempt[threading.get_ident()] = event.index
             self._attempts[event.index] = AttemptProgress(event.index + 1)
         elif isinstance(event, AttemptEnded):
-            self._thread_attempt.pop(threading.get_ident(), None)
             self._attempts[event.index] = dataclasses.replace(
                 self._attempts[event.index], ended=event.exit_reason)
         elif isinstance(event, TurnStarted):
-            index = self._thread_attempt.get(threading.get_ident())
             if index is None:  # a run of one attempt
                 self.status.set(status_running(event.step, self.max_steps, self.attempt),
                                 force=False)
