@@ -8,6 +8,7 @@ push (`POST …/git-receive-pack`) reaches GitHub, before GitHub serves it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from bot.dashboard import _environment
+from runstore.store import RunStore
 from tests.conftest import git
 from tests.reliability.stack import (
     MAINTAINER,
@@ -77,6 +80,24 @@ def review_run(stack: Stack, repo: str) -> Any:
                     message="the review run's record")
 
 
+def replay_records(stack: Stack, repo: str, run: Any) -> dict[str, Any]:
+    """The review run's replay record, read where people look: the transcript (after the
+    run's result), the run record's events, and the dashboard's run page."""
+    transcript = stack.state / "transcripts" / OWNER / repo / "issue-1-attempt-2.jsonl"
+    records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert [r["kind"] for r in records][-2:] == ["result", "replay"], \
+        "the re-run is appended to the run's transcript, after its result"
+    store = RunStore(f"sqlite:///{stack.state / 'frognano.db'}", migrate=False)
+    try:
+        events = store.events(run.id)
+    finally:
+        store.close()
+    assert events[-1][1] == records[-1], "the run record has the same replay event"
+    html = _environment().get_template("events.html").render(events=events)
+    assert f"Replayed on {records[-1]['head'][:12]}" in html
+    return records[-1]
+
+
 def plain(text: str) -> str:
     return text.replace("\\", "")  # the bot escapes Markdown in test names
 
@@ -96,6 +117,10 @@ def test_a_replay_that_fails_the_tests_pushes_nothing_and_names_them(
     assert run.outcome == "replay_failed"
     assert stack.fake.branch_sha(OWNER, repo, BRANCH) == human[0], "the branch as it was"
     assert f"moved to {human[0][:12]}" in comment and "re-run on the merged result" in comment
+    replay = replay_records(stack, repo, run)
+    assert replay["head"] == human[0] and replay["verdict"]["accepted"] is False
+    assert replay["tests"]["tests/test_style.py::test_calc_has_no_comments"] == "failed"
+    assert replay["baseline"]["passed"] is True and replay["test_runs"] >= 2
     assert "test fails: tests/test_style.py::test_calc_has_no_comments" in plain(comment)
     assert not any("FrogNano** pushed " in c.body for c in stack.fake.comments(
         OWNER, repo, pull.number))
@@ -117,7 +142,11 @@ def test_a_replay_that_passes_is_pushed_and_says_the_tests_re_ran(
     review(stack, repo, pull)
     reply = wait_for(lambda: [c.body for c in stack.fake.comments(OWNER, repo, pull.number)
                               if "FrogNano** pushed " in c.body], message="the reply")[0]
-    assert review_run(stack, repo).outcome == "pushed"
+    run = review_run(stack, repo)
+    assert run.outcome == "pushed"
+    replay = replay_records(stack, repo, run)
+    assert replay["head"] == human[0] and replay["verdict"]["accepted"] is True
+    assert replay["tests"]["tests/test_more.py::test_add_zero"] == "passed"
     check = tmp_path / "check"
     git(tmp_path, "clone", "-q", "--branch", BRANCH, str(bare), str(check))
     assert git(check, "rev-parse", "HEAD^").strip() == human[0]

@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from bot.github_api import PullInfo, RepoRef
 from bot.messages import (
@@ -43,6 +45,8 @@ from bot.messages import (
 )
 from bot.triggers import Trigger
 from sandbox import SandboxConfig, open_sandbox
+from workers.agent.events import Event, EventOutput
+from workers.agent.repo_tests import TestVerdict
 from workers.agent.result import SolveResult
 from workers.agent.verdict_run import Judgement, VerdictRunner
 from workers.coordination import IssueCoordinator
@@ -63,14 +67,38 @@ from workers.status import StatusComment
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReplayJudged(Event):
+    """The tests re-run on a review's change replayed on the PR branch's moved head, before
+    its push. Recorded after the run's `result`: the run's transcript is appended to and
+    the run record gets it as an event, so the dashboard shows what the push was judged
+    on."""
+
+    kind: ClassVar[str] = "replay"
+    head: str  # the moved head the change was replayed on
+    baseline: TestVerdict  # the new head's own test run
+    judgement: Judgement
+    seconds: float  # the whole re-judging: baseline, the tests, the model's tests
+    test_runs: int
+
+    def fields(self) -> dict[str, Any]:
+        judged = self.judgement
+        return {"head": self.head, **judged.final.to_dict(),
+                "verdict": judged.verdict.to_dict(), "baseline": self.baseline.to_dict(),
+                "model_tests": judged.with_model_tests.to_dict()
+                if judged.with_model_tests else None,
+                "replay_seconds": round(self.seconds, 3), "test_runs": self.test_runs}
+
+
 def publish_review(rt: Runtime, trigger: Trigger, generation: int,
                    coordinator: IssueCoordinator, host: HostRepo, result: SolveResult,
                    report: RunReport, status: StatusComment, title: str, message: str,
-                   test_timeout: float) -> str:
+                   test_timeout: float, events: EventOutput) -> str:
     """A review's passing change: a new commit on the PR branch, a reply, the PR body's
     test report updated. Outcomes: pushed; conflict or replay_failed (the branch moved
     and the change does not apply, or fails the tests on it: a comment, the branch as it
-    was); cancelled or superseded (a newer generation before the push: nothing pushed)."""
+    was); cancelled or superseded (a newer generation before the push: nothing pushed).
+    `events` (the run's transcript and record) hears each replay's re-run."""
     repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
     branch = branch_for(trigger.issue_number)
     pull_number = trigger.pull_number or trigger.issue_number
@@ -80,7 +108,7 @@ def publish_review(rt: Runtime, trigger: Trigger, generation: int,
             github=rt.github, cache=rt.repo_cache, repo=repo, host=host,
             snapshot=result.snapshot, branch=branch, message=message,
             judge_replay=judge_replay(rt.sandbox_backend, host, result.test_command,
-                                      test_timeout),
+                                      test_timeout, events),
             current=lambda: not coordinator.is_stale(generation))
     except Stopped:
         return _stopped(coordinator, generation, status)
@@ -153,12 +181,13 @@ def _pushed(coordinator: IssueCoordinator, generation: int, status: StatusCommen
         status.set(status_pushed_after_cancel(where, generation, reason))
 
 
-def judge_replay(backend: str, host: HostRepo, test_command: str,
-                 timeout: float) -> JudgeReplay:
+def judge_replay(backend: str, host: HostRepo, test_command: str, timeout: float,
+                 events: EventOutput) -> JudgeReplay:
     """The run's verdict for a tree made after its sandbox closed: fresh sandboxes built
     as the run's (`workers/run_path.execute`'s config) with the private area as setup left
     it (the harness's copy under `<run>/harness`), a baseline of the new head, then
-    `VerdictRunner.judge_snapshot`: the same restore of test files, the same rules."""
+    `VerdictRunner.judge_snapshot`: the same restore of test files, the same rules. Each
+    re-run goes to `events` as a `ReplayJudged`, and to the log."""
     run_dir = host.work_tree.parent
 
     def judge(at_head: HostRepo, tree: str) -> Judgement:
@@ -171,6 +200,8 @@ def judge_replay(backend: str, host: HostRepo, test_command: str,
         snapshot = Snapshot(base=at_head.base, tree=tree, diff="",
                             paths=at_head.changed_paths(tree), links=at_head.links(tree))
         judged = runner.judge_snapshot(baseline, snapshot, timeout)
+        events.emit(ReplayJudged(head=at_head.base, baseline=baseline, judgement=judged,
+                                 seconds=time.monotonic() - started, test_runs=runner.runs))
         log.info("the change replayed on %s: tests %s, %s (%.1f s for %d test runs)",
                  at_head.base[:12], judged.final.summary(),
                  "accepted" if judged.verdict.accepted else "refused",

@@ -34,6 +34,7 @@ from bot.triggers import Trigger
 from sandbox.trees import remove_tree
 from workers.agent.events import Outputs, Triggered
 from workers.agent.result import SolveResult
+from workers.agent.transcript import Transcript
 from workers.attempts import Attempts, run_attempts
 from workers.coordination import IssueCoordinator
 from workers.publish import branch_for
@@ -193,10 +194,11 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         status.set(status_failed(decision.reason, generation))
         return decision.outcome
     message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
-    if reviewing:
-        return publish_review(rt, trigger, generation, coordinator, host, result, report,
-                              status, f"[FrogNano] {issue.title}", message,
-                              plan.limits.test_timeout)
+    if reviewing:  # one attempt: its transcript is the first's, appended to by a replay
+        with Transcript(transcript_path(rt, trigger, generation)) as transcript:
+            return publish_review(rt, trigger, generation, coordinator, host, result,
+                                  report, status, f"[FrogNano] {issue.title}", message,
+                                  plan.limits.test_timeout, Outputs(transcript, recorder))
     assert result.snapshot is not None  # decide() publishes only a readable change
     # A cancel is honoured up to the push; after an accepted push the PR steps finish.
     return publish_pull(rt, trigger, generation, coordinator, host, result.snapshot, status,

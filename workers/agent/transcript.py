@@ -4,7 +4,9 @@ The records are the run's events (workers/agent/events.py) that have a kind:
 `run` (header: model, sampling, limits), `baseline` and `tests`
 (harness test runs), `turn` (one assistant turn with its tool observations,
 usage and timings), `feedback` (the harness's user message after failing tests)
-and `result` (the last line: exit reason, verdicts, totals). A crash leaves
+and `result` (the run's last line: exit reason, verdicts, totals; only a review's
+`replay`, the tests re-run on its change replayed on a moved branch, follows it,
+workers/review_publish.py). A crash leaves
 every earlier line on disk. Every record is bounded: a string longer than
 `MAX_STRING_CHARS` keeps its head and a marker saying how much was cut, and a record
 whose JSON still exceeds `MAX_RECORD_CHARS` is cut harder, so a model that writes
