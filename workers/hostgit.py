@@ -416,14 +416,15 @@ class HostRepo:
         before that commit, unless a later commit by anyone else changed it again (a
         person's edit is trusted, the model's never). The paths put back, sorted."""
         self.distrusted = (upstream, email, select)
+        # A PR's own line is short; the cap keeps a branch without `upstream` (renamed
+        # default branch) from walking a whole history.
+        walk = ["log", "--first-parent", "--max-count=1000", "-z", "--format=%H %P%n%ae"]
         try:
-            log = self._git("log", "--first-parent", "--reverse", "-z", "--format=%H %P%n%ae",
-                            f"{upstream}..{self.base}", strip=False).decode()
-        except GitError:  # no such upstream here: every commit of the branch's line
-            log = self._git("log", "--first-parent", "--reverse", "-z",
-                            "--format=%H %P%n%ae", self.base, strip=False).decode()
+            log = self._git(*walk, f"{upstream}..{self.base}", strip=False).decode()
+        except GitError:  # no such upstream here: the branch's line, newest first
+            log = self._git(*walk, self.base, strip=False).decode()
         before: dict[str, tuple[str, str] | None] = {}
-        for record in filter(None, log.split("\0")):
+        for record in reversed([r for r in log.split("\0") if r.strip()]):  # oldest first
             shas, _, author = record.strip("\n").partition("\n")
             sha, *parents = shas.split()
             parent = parents[0] if parents else _EMPTY_TREE
