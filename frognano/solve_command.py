@@ -244,7 +244,7 @@ def _report_attempts(report: AttemptsReport, transcript_path: Path, console: Con
     for line in sorted([report.chosen, *report.others], key=lambda a: a.number):
         seed = f"seed {line.seed}" if line.seed is not None else "no seed"
         console.print(escape(
-            f"  attempt {line.number} ({seed}): {line.outcome}; {line.steps} steps, "
+            f"  attempt {line.number} ({seed}): {line.outcome}; {line.steps} step(s), "
             f"{line.tokens} tokens, {line.lines} lines changed in {line.files} file(s); "
             f"transcript {transcript_for(transcript_path, line.number - 1)}"),
             highlight=False)

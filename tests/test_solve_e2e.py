@@ -155,9 +155,9 @@ def test_solve_best_of_three_commits_the_smallest_passing_change(calc_repo: Path
     assert git(calc_repo, "diff", "--name-only", "main", branch).split() == ["calc.py"], \
         "the larger passing change (with NOTES.md) was committed"
     assert "best of 3, 3 at a time:" in output
-    assert "attempt 1 (seed 0): failed (max_attempts); 1 steps" in output
-    assert "attempt 2 (seed 1): passed, larger change; 5 steps" in output
-    assert "attempt 3 (seed 2): chosen; 4 steps" in output
+    assert "attempt 1 (seed 0): failed (max_attempts); 1 step(s)" in output
+    assert "attempt 2 (seed 1): passed, larger change; 5 step(s)" in output
+    assert "attempt 3 (seed 2): chosen; 4 step(s)" in output
     assert "2 lines changed in 1 file(s)" in output and "attempt 3, chosen:" in output
     transcripts = [transcript, tmp_path / "transcript-2.jsonl", tmp_path / "transcript-3.jsonl"]
     runs = [next(r for r in read_transcript(t) if r["kind"] == "run") for t in transcripts]
