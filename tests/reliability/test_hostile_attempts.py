@@ -198,3 +198,37 @@ def test_an_attempt_over_its_disk_quota_ends_alone(tmp_path: Path,
                        "chosen": attempts.choice.chosen.index + 1}
     assert "disk_quota" in hostile.result.error and hostile.result.snapshot is None
     assert attempts.choice.chosen.index == 1 and attempts.choice.published
+
+
+HOLD = "for i in $(seq 490); do sleep 8 & done; echo holding; wait"  # under the 512 limit
+FORK = "sleep 2; for i in $(seq 30); do sleep 1 & done; wait && echo forked-ok"
+
+
+def test_an_attempt_holding_its_process_limit_leaves_the_sibling_room(
+        tmp_path: Path, scorecard: Recorder) -> None:
+    record = scorecard("6zc-hostile-attempts-processes",
+                       "Hostile issue: best of N, one attempt holds 490 processes (its "
+                       "limit is 512) while the other starts 30",
+                       "the sibling forks freely (as root each sandbox has its own uid, and "
+                       "RLIMIT_NPROC counts per uid) and its fix is published")
+    if os.geteuid() != 0:
+        pytest.skip("an unprivileged worker's sandboxes share its uid (README: the sandbox)")
+    started = threading.Barrier(2, timeout=60)
+
+    def meet(text: str) -> Callable[[list[dict[str, Any]]], str]:
+        return lambda _: (started.wait(), text)[1]
+
+    hold = think_and_call("Start workers.", "Bash", command=HOLD)
+    fork = think_and_call("Start a few.", "Bash", command=FORK)
+    with reachable_dir() as root:
+        attempts = best_of(root, tmp_path, [[meet(hold), final_answer("x")],
+                                            [meet(fork), *HONEST]])
+    second = [json.loads(line) for line in (tmp_path / "1.jsonl").read_text().splitlines()]
+    output = "\n".join(o.get("output") or "" for r in second if r["kind"] == "turn"
+                       for o in r.get("observations", []))
+    record.observed = {"sibling forked": "forked-ok" in output,
+                       "fork refused": "Resource temporarily unavailable" in output,
+                       "chosen": attempts.choice.chosen.index + 1}
+    assert "forked-ok" in output and "Resource temporarily unavailable" not in output, \
+        output[-1500:]
+    assert attempts.choice.chosen.index == 1 and attempts.choice.published
