@@ -66,6 +66,7 @@ def test_a_commit_a_person_dropped_from_the_branch_is_not_pushed_back(
     review(stack, REPO, pull)
     run = review_run(stack, REPO)
     head = stack.fake.branch_sha(OWNER, REPO, BRANCH)
+    assert head is not None, "the branch is gone"
     files = git(tmp_path, f"--git-dir={bare}", "ls-tree", "-r", "--name-only", head)
     record.observed = {"outcome": run.outcome, "branch is the person's": head == rewritten[0],
                        "leak back on the branch": "secret.txt" in files.split()}
