@@ -269,7 +269,9 @@ def test_the_status_follows_each_attempt_by_its_thread(fake_github: FakeGitHub) 
     assert "is working (attempt 7), best of 3: attempt 1: step 2 of 40." in body()
     progress.emit(AttemptEnded(index=0, exit_reason="max_attempts"))
     progress.emit(AttemptStarted(index=1, of=3, seed=6))
-    assert "attempt 1: ended (`max_attempts`); attempt 2: setting up." in body()
+    assert "attempt 1: step 2 of 40." in body(), "only a turn edits the comment"
+    progress.emit(TurnStarted(step=1, attempt=1))
+    assert "attempt 1: ended (`max_attempts`); attempt 2: step 1 of 40." in body()
 
     lock, turns = threading.Lock(), threading.Barrier(2)
 
@@ -289,3 +291,6 @@ def test_the_status_follows_each_attempt_by_its_thread(fake_github: FakeGitHub) 
         thread.join()
     assert body().endswith("best of 3: attempt 1: ended (`max_attempts`); "
                            "attempt 2: step 5 of 40; attempt 3: step 2 of 40.")
+    progress.emit(AttemptStarted(index=0, of=3, seed=0))
+    progress.emit(TurnStarted(step=1, attempt=1))  # main thread: attempt 1 again
+    assert "attempt 1: step 1 of 40; attempt 2: step 5 of 40; attempt 3: step 2" in body()

@@ -154,19 +154,21 @@ def status_bodies(stack: Stack, repo: str) -> list[str]:
 
 
 def test_the_running_status_says_each_attempts_step(parallel: Stack) -> None:
-    """Three attempts sit 10 s in their first step, longer than the status interval: the
-    first progress edit, made when one of them reaches step 2, names all three with each
-    one's own step (it used to show one count that jumped between them)."""
+    """Three attempts sit 10 s in their first step, as long as the status interval: an
+    edit made by a later turn names all three, each with its own step (it used to show
+    one count that jumped between them). Under load the first edit may come before some
+    attempt's first turn: that one is "setting up" there."""
     assert parallel.label("calc-progress", 1).status_code == 202
     wait_for(lambda: parallel.fake.pulls(OWNER, "calc-progress"), timeout=180,
              message="a draft PR")
     bodies = status_bodies(parallel, "calc-progress")
     progress = [b for b in bodies if "best of 3" in b]
     assert progress, bodies
-    steps = re.findall(r"attempt (\d): (step \d+ of 100|setting up)", progress[0])
-    assert [number for number, _ in steps] == ["1", "2", "3"], progress[0]
-    assert "step 2 of 100" in progress[0], "the edit a step-2 turn made shows its step"
-    assert all(state in ("step 1 of 100", "step 2 of 100") for _, state in steps)
+    states = [re.findall(r"attempt (\d): (step \d+ of 100|setting up|ended \(`\w+`\))", b)
+              for b in progress]
+    assert all([n for n, _ in found] == ["1", "2", "3"] for found in states), progress
+    assert any(all(state.startswith("step ") for _, state in found) for found in states), \
+        f"no edit with all three attempts at their own step: {progress}"
     assert not any(re.search(r"step \d+ of 100 \(attempt", b) for b in bodies), \
         "no single-attempt count among the edits"
     assert "opened a draft pull request" in parallel.status("calc-progress", 1)

@@ -60,6 +60,9 @@ class StatusProgress:
         self._attempts: dict[int, AttemptProgress] = {}  # by index, once started
 
     def emit(self, event: Event) -> None:
+        # Only a turn edits the comment, as with one attempt: an attempt's start or end
+        # shows with the next turn of any. An edit on an end could land after a newer
+        # run's "queued" (a superseded run stops there) and hide it.
         index = self._whose.see(event)
         if isinstance(event, AttemptStarted):
             self._of = event.of
@@ -67,14 +70,14 @@ class StatusProgress:
         elif isinstance(event, AttemptEnded):
             self._attempts[event.index] = dataclasses.replace(
                 self._attempts[event.index], ended=event.exit_reason)
-        elif isinstance(event, TurnStarted):
-            if index is None:  # a run of one attempt
-                self.status.set(status_running(event.step, self.max_steps, self.attempt),
-                                force=False)
-                return
+        elif not isinstance(event, TurnStarted):
+            return
+        elif index is None:  # a run of one attempt
+            self.status.set(status_running(event.step, self.max_steps, self.attempt),
+                            force=False)
+        else:
             self._attempts[index] = dataclasses.replace(self._attempts[index],
                                                         step=event.step)
-        else:
-            return
-        self.status.set(status_running_attempts(list(self._attempts.values()), self._of,
-                                                self.max_steps, self.attempt), force=False)
+            self.status.set(status_running_attempts(
+                list(self._attempts.values()), self._of, self.max_steps, self.attempt),
+                force=False)
