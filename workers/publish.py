@@ -195,20 +195,28 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
 
 def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,
             identity: Identity, judge_replay: JudgeReplay) -> tuple[str, Judgement]:
-    """The change of `commit` (over its one parent, an ancestor of `head`) merged onto
-    `head`, judged, and committed there; BranchMoved on a conflict, ReplayFailed when the
-    verdict refuses it. (`merge-tree --merge-base` would name the base, but needs git
-    2.40; the merge base of the two is that parent.) A head that does not descend from
-    that parent (a person rewrote the branch) is BranchMoved: git's merge base would then
-    be older, and the merge would bring back what the rewrite dropped."""
+    """The change of `commit` (over its one parent) merged onto `head`, judged, and
+    committed there; BranchMoved on a conflict, ReplayFailed when the verdict refuses it.
+
+    The merge's base is that parent, always. git's own merge base is it only while `head`
+    descends from it: a person who rewrote the branch (dropped a commit that leaked a
+    credential, then force-pushed) gave an older one, and the merge brought back what the
+    rewrite dropped. `merge-tree --merge-base` names the base but needs git 2.40, so two
+    commits made here on one root holding the parent's tree give merge-tree that base;
+    a rebase of the branch still replays cleanly."""
+    name, email = identity
+    who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+           "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+
+    def made(tree: str, *parents: str) -> str:
+        flags = [arg for parent in parents for arg in ("-p", parent)]
+        return run_git("commit-tree", tree, *flags, "-m", "frognano replay base",
+                       git_dir=host.git_dir, env=who).decode().strip()
+
+    root = made(f"{commit}^^{{tree}}")
+    ours, theirs = made(f"{head}^{{tree}}", root), made(f"{commit}^{{tree}}", root)
     try:
-        run_git("merge-base", "--is-ancestor", f"{commit}^", head, git_dir=host.git_dir)
-    except GitError as exc:  # exit status 1: not an ancestor
-        raise BranchMoved(f"`{branch}` was rewritten during the run (now at {head[:12]}, "
-                          "without the commit the change was made on); nothing was "
-                          "pushed") from exc
-    try:
-        tree = run_git("merge-tree", "--write-tree", "--no-messages", head, commit,
+        tree = run_git("merge-tree", "--write-tree", "--no-messages", ours, theirs,
                        git_dir=host.git_dir).decode().split("\n", 1)[0].strip()
     except GitError as exc:  # exit status 1: a conflict
         log.info("replay of the change on %s failed: %s", head[:12], exc)

@@ -1,12 +1,13 @@
 """Hostile issue, red team: a review's replay on a branch a person rewrote meanwhile.
 
 When the bot's push is refused because the PR branch moved, the change is replayed on
-the new head with `git merge-tree head commit`, whose merge base git finds itself. That
-is the change alone only while the new head descends from the commit the run started
-on. A person who *rewrites* the branch (here: drops a commit that leaked a credential,
-then force-pushes) gives a head whose merge base with the bot's commit is older, so the
-three-way merge brought the dropped commit back, and the bot pushed it on top of the
-person's rewrite without force. End to end: real receiver, redis-server, Celery worker,
+the new head by a three-way merge. With `git merge-tree head commit` git finds the merge
+base itself, which is the commit the run started on only while the new head descends
+from it. A person who *rewrites* the branch (here: drops a commit that leaked a
+credential, then force-pushes) gave a head whose merge base with the bot's commit is
+older, so the merge brought the dropped commit back and the bot pushed it on top of the
+person's rewrite without force. The replay must be the model's change alone: on top of
+the rewrite, without the leak. End to end: real receiver, redis-server, Celery worker,
 bubblewrap, git pushes into the fake GitHub; the rewrite lands while the bot's push is in
 flight (`on_next`).
 """
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import git
+from tests.conftest import git, make_repo
 from tests.reliability.conftest import Recorder
-from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack, wait_for
+from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack
 from tests.sandbox_support import HAVE_BWRAP
 from tests.test_pipeline_e2e import SCRIPT, human_push
 from tests.test_review_races_e2e import BRANCH, bot_pr, review, review_run, when_the_bot_pushes
@@ -45,8 +47,8 @@ def test_a_commit_a_person_dropped_from_the_branch_is_not_pushed_back(
                        "Hostile issue: while the bot pushes a review's change, a person "
                        "force-pushes the PR branch without a commit that leaked a "
                        "credential",
-                       "the bot does not merge the dropped commit back: nothing is pushed "
-                       "(`conflict`), the branch stays as the person left it")
+                       "the replay is the model's change alone, pushed on top of the "
+                       "person's rewrite: the dropped commit does not come back")
     pull = bot_pr(stack, REPO)
     bare = stack.fake.repo(OWNER, REPO).bare_path
     work = tmp_path / "human"
@@ -68,12 +70,40 @@ def test_a_commit_a_person_dropped_from_the_branch_is_not_pushed_back(
     head = stack.fake.branch_sha(OWNER, REPO, BRANCH)
     assert head is not None, "the branch is gone"
     files = git(tmp_path, f"--git-dir={bare}", "ls-tree", "-r", "--name-only", head)
-    record.observed = {"outcome": run.outcome, "branch is the person's": head == rewritten[0],
+    parent = git(tmp_path, f"--git-dir={bare}", "rev-parse", f"{head}^").strip()
+    calc = git(tmp_path, f"--git-dir={bare}", "show", f"{head}:calc.py")
+    record.observed = {"outcome": run.outcome, "pushed on the person's head":
+                       parent == rewritten[0],
                        "leak back on the branch": "secret.txt" in files.split()}
     assert rewritten, "the rewrite ran when the bot pushed"
     assert "secret.txt" not in files.split(), "the dropped commit was merged back"
-    assert run.outcome == "conflict" and head == rewritten[0]
-    comment = wait_for(lambda: [c.body for c in stack.fake.comments(OWNER, REPO, pull.number)
-                                if "did not push" in c.body or "rewritten" in c.body],
-                       message="the note on the PR")[0]
-    assert "rewritten" in comment
+    assert run.outcome == "pushed" and parent == rewritten[0]
+    assert "NOTES.md" in files.split() and "# add returns the sum" in calc, \
+        "the person's rewrite and the model's change are both there"
+
+
+def test_a_rewrite_that_changes_the_models_lines_is_a_conflict(tmp_path: Path) -> None:
+    """The replay's own merge (base: the commit the run started on), in the host's git
+    directory: a rewritten head that edits the line the change edits is BranchMoved,
+    never a merge the verdict is asked about."""
+    from workers.hostgit import HostRepo
+    from workers.publish import BranchMoved, _replay, bot_identity
+
+    source = make_repo(tmp_path / "src", template="calc_repo")
+    git(source, "checkout", "-q", "-b", BRANCH)
+    host = HostRepo.create(source, BRANCH, tmp_path / "run" / "git", tmp_path / "run" / "ws")
+    (host.work_tree / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    commit = host.commit(host.snapshot().tree, BRANCH, "fix", identity=bot_identity("b"))
+    (source / "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    git(source, "-c", "user.name=M", "-c", "user.email=m@e", "commit", "-qam", "rewrite",
+        "--amend")  # a rewrite of the commit the run started on
+    git(tmp_path, f"--git-dir={host.git_dir}", "fetch", "-q", str(source),
+        f"+{BRANCH}:refs/frognano/remote-head")
+    head = git(tmp_path, f"--git-dir={host.git_dir}", "rev-parse",
+               "refs/frognano/remote-head").strip()
+
+    def never(*_: object) -> Any:
+        raise AssertionError("a conflict was judged")
+
+    with pytest.raises(BranchMoved, match="conflicts"):
+        _replay(host, head, commit, BRANCH, "fix", bot_identity("b"), never)
