@@ -22,7 +22,7 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 def remove_tree(path: Path | str) -> None:
     """Remove `path` and everything below it; errors on single entries are skipped."""
     try:
-        fd = os.open(path, _DIR)
+        fd = _open_dir(path, None)
     except FileNotFoundError:
         return
     except OSError:  # a link or a file: remove the name itself, never what it points to
@@ -39,7 +39,7 @@ def remove_tree(path: Path | str) -> None:
             if pending[-1]:
                 name = pending[-1].pop()
                 try:
-                    child = os.open(name, _DIR, dir_fd=fd)
+                    child = _open_dir(name, fd)
                 except OSError:
                     with contextlib.suppress(OSError):
                         os.unlink(name, dir_fd=fd)
@@ -64,6 +64,28 @@ def remove_tree(path: Path | str) -> None:
         os.close(fd)
     with contextlib.suppress(OSError):
         os.rmdir(path)
+
+
+def _open_dir(name: Path | str, dir_fd: int | None) -> int:
+    """A directory to empty, made readable, enterable and writable for us first: the
+    sandbox may `chmod 000` its own directories, and a worker that is not root runs it
+    under its own uid, so without this the tree stays on the host's disk."""
+    try:
+        fd = os.open(name, _DIR, dir_fd=dir_fd)
+    except PermissionError:
+        # O_PATH needs no permission on the directory itself, and with O_NOFOLLOW it is
+        # the directory, not a link's target, that the chmod through /proc reaches.
+        handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=dir_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+        finally:
+            os.close(handle)
+        fd = os.open(name, _DIR, dir_fd=dir_fd)
+    if os.fstat(fd).st_mode & 0o700 != 0o700:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o700)
+    return fd
 
 
 def _empty_but_subdirs(fd: int) -> list[str]:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from sandbox import trees
 from sandbox.trees import copy_tree, remove_tree
+from tests.sandbox_support import reachable_dir
 
 
 def test_files_directories_links_modes_and_times_are_copied(tmp_path: Path) -> None:
@@ -109,3 +114,35 @@ def test_the_destination_must_be_new(tmp_path: Path) -> None:
     (tmp_path / "dst").mkdir()
     with pytest.raises(FileExistsError):
         copy_tree(tmp_path / "src", tmp_path / "dst")
+
+
+LOCKED_TREE = r"""
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from trees import remove_tree  # a copy: the checkout may not be readable by this uid
+root = Path(sys.argv[1]) / "run"
+for sub in ("a/b", "c/d", "e"):
+    (root / sub).mkdir(parents=True)
+    (root / sub / "f").write_text("x")
+os.chmod(root / "a" / "b", 0o000)  # what `chmod 000` in the sandbox leaves
+os.chmod(root / "a", 0o000)
+os.chmod(root / "c", 0o500)        # enterable, but nothing in it can be unlinked
+os.chmod(root / "e", 0o300)        # not listable
+remove_tree(root)
+print("left" if root.exists() else "removed")
+"""
+
+
+def test_directories_the_sandbox_locked_are_removed_by_a_worker_that_is_not_root() -> None:
+    # As the sandbox's own uid (an unprivileged worker's), where no CAP_DAC_OVERRIDE helps.
+    with reachable_dir() as root:
+        user = 65534 if os.geteuid() == 0 else None
+        shutil.copy(Path(trees.__file__), root / "trees.py")  # stdlib only
+        if user is not None:
+            os.chown(root, user, user)
+        python = "/usr/bin/python3" if user is not None else sys.executable  # pyenv: root-only
+        done = subprocess.run([python, "-c", LOCKED_TREE, str(root)], user=user,
+                              group=user, extra_groups=[] if user is not None else None,
+                              capture_output=True, text=True, timeout=60, cwd=root)
+        assert done.stdout.strip() == "removed", done.stderr
