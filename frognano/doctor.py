@@ -202,11 +202,11 @@ def check_app(settings: BotSettings) -> list[Check]:
     checks.append(Check("app key", "ok", "a PEM private key") if key
                   else Check("app key", "fail", problem, setup))
     secret = settings.webhook_secret or ""
-    problem = webhook_secret_problem(secret)
-    if not secret.strip() and not problem:
+    secret_problem = webhook_secret_problem(secret)
+    if not secret.strip() and not secret_problem:
         checks.append(Check("webhook secret", "fail", "GITHUB_WEBHOOK_SECRET is not set", setup))
-    elif problem:
-        checks.append(Check("webhook secret", "fail", problem.split(", which")[0],
+    elif secret_problem:
+        checks.append(Check("webhook secret", "fail", secret_problem.split(", which")[0],
                             "openssl rand -hex 32, in GITHUB_WEBHOOK_SECRET and the App"))
     else:
         checks.append(Check("webhook secret", "ok", f"{len(secret)} characters"))
