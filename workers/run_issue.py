@@ -16,14 +16,16 @@ import uuid
 from pathlib import Path
 
 from bot.events import review_comments_text
-from bot.github_api import GitHubError, RepoRef
+from bot.github_api import Forbidden, GitHubError, NotAFile, RateLimited, RepoRef
 from bot.logs import delivery_context, run_context
 from bot.messages import (
     RunReport,
     commit_message,
     failure_comment,
     invalid_config,
+    permission_missing_summary,
     pr_body,
+    rate_limited_summary,
     review_not_pushed,
     status_cancelled,
     status_failed,
@@ -94,9 +96,6 @@ def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception
     to retry after a rate limit, which permission to grant after a 403, how to fix a
     config that is not a file. GitHub may refuse this comment too (a rate limit on every
     call, no issues permission): then the log and the run record keep the reason."""
-    from bot.github_api import Forbidden, NotAFile, RateLimited
-    from bot.messages import permission_missing_summary, rate_limited_summary
-
     repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
     retry = ". Comment `/frognano retry` to try again."
     if isinstance(exc, NotAFile) and exc.path == CONFIG_PATH:
