@@ -143,7 +143,8 @@ def test_three_at_once_publish_the_smallest_passing_change(parallel: Stack,
     assert "failed" in rows[1] and "passed, larger change" in rows[2]
     assert "chosen" in rows[3] and rows[3].rstrip().endswith("| 2 | 1 |")
     assert "3 at a time" in pull.body
-    assert parallel.status("calc", 1).count("opened a draft pull request") == 1
+    wait_for(lambda: parallel.status("calc", 1).count("opened a draft pull request") == 1,
+             timeout=60, message="the status to name the draft PR once")
 
 
 def status_bodies(stack: Stack, repo: str) -> list[str]:
@@ -171,7 +172,9 @@ def test_the_running_status_says_each_attempts_step(parallel: Stack) -> None:
         f"no edit with all three attempts at their own step: {progress}"
     assert not any(re.search(r"step \d+ of 100 \(attempt", b) for b in bodies), \
         "no single-attempt count among the edits"
-    assert "opened a draft pull request" in parallel.status("calc-progress", 1)
+    # The PR opens before the status comment's last edit: wait for that edit.
+    wait_for(lambda: "opened a draft pull request" in parallel.status("calc-progress", 1),
+             timeout=60, message="the status to name the draft PR")
 
 
 def test_one_slot_runs_them_in_turn_and_stops_at_the_first_pass(sequential: Stack,
