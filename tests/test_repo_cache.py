@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import git, make_repo
@@ -51,3 +53,28 @@ def test_push_force_updates_the_bot_branch(tmp_path: Path) -> None:
         cache.push(host.git_dir, f"file://{bare}", commit, "frognano/issue-1", token=None)
         assert git(bare, "show", "frognano/issue-1:a.py") == content
     assert git(bare, "rev-parse", "main") == git(upstream, "rev-parse", "main")
+
+
+REFRESH = """
+import sys
+from pathlib import Path
+from workers.repo_cache import RepoCache
+print(RepoCache(Path(sys.argv[1])).refresh(sys.argv[2], token=None))
+"""
+
+
+def test_run_workers_refreshing_one_new_mirror_at_once_all_get_it(tmp_path: Path) -> None:
+    """Two run workers (processes) take the first issues of a repository at the same
+    moment: one used to remove the other's half-made clone under it ("not a git
+    repository"), and that run ended in error."""
+    upstream = make_repo(tmp_path / "upstream", {f"f{i}.py": "x = 1\n" * 2000
+                                                 for i in range(200)})
+    url = f"file://{upstream}"
+    workers = [subprocess.Popen([sys.executable, "-c", REFRESH, str(tmp_path / "cache"), url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=Path(__file__).parent.parent) for _ in range(6)]
+    results = [(w.wait(120), *w.communicate()) for w in workers]
+    assert all(code == 0 for code, _, _ in results), [err for _, _, err in results]
+    mirrors = {out.strip() for _, out, _ in results}
+    assert len(mirrors) == 1
+    assert git(Path(mirrors.pop()), "rev-parse", "main") == git(upstream, "rev-parse", "main")

@@ -8,6 +8,7 @@ never in a URL, an argument, a file or any `.git/config`, and never inside the s
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import stat
@@ -56,14 +57,21 @@ class RepoCache:
         return out.decode("utf-8", "replace")
 
     def refresh(self, url: str, token: str | None) -> Path:
-        """The mirror of `url`, cloned once and then only fetched."""
+        """The mirror of `url`, cloned once and then only fetched. Run workers on one host
+        share the mirrors: a lock per mirror lets one clone or fetch at a time (two first
+        runs of a repository each removed the other's half-made clone)."""
         mirror = self.mirror_path(url)
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        with open(mirror.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            return self._refresh_locked(mirror, url, token)
+
+    def _refresh_locked(self, mirror: Path, url: str, token: str | None) -> Path:
         if (mirror / "HEAD").exists():
             self._remote_git(["fetch", "--prune", "--quiet", url,
                               "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
                              token, git_dir=mirror)
         else:
-            mirror.parent.mkdir(parents=True, exist_ok=True)
             partial = mirror.with_suffix(".partial")
             if partial.exists():
                 shutil.rmtree(partial)
