@@ -80,6 +80,21 @@ class Stopped(Exception):
     a cancel is too late for it and the caller finishes the PR steps."""
 
 
+def refuse_unsafe(snapshot: Snapshot) -> None:
+    """Workflows, local actions and git plumbing are never pushed, whatever a caller
+    decided."""
+    unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
+    if unsafe:
+        raise GitError(f"refusing to push {', '.join(unsafe[:5])}: workflow or git "
+                       "plumbing paths")
+
+
+def _back_off(branch: str, failure: Exception, failures: int) -> None:
+    wait = PUSH_BACKOFF_SECONDS * 2 ** (failures - 1)
+    log.warning("push of %s failed (%s), retrying in %.0f s", branch, failure, wait)
+    time.sleep(wait)
+
+
 def _check(current: Callable[[], bool], branch: str) -> None:
     if not current():
         raise Stopped(f"a newer trigger arrived before the push of `{branch}`")
@@ -102,9 +117,7 @@ def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, b
         except GitError as exc:
             if attempt == PUSH_ATTEMPTS:
                 raise
-            wait = PUSH_BACKOFF_SECONDS * 2 ** (attempt - 1)
-            log.warning("push of %s failed (%s), retrying in %.0f s", branch, exc, wait)
-            time.sleep(wait)
+            _back_off(branch, exc, attempt)
 
 
 def _landed(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
@@ -155,10 +168,7 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
     ReplayFailed. A push that failed without the branch moving (a dropped connection) is
     tried again, up to PUSH_ATTEMPTS. `current()` is asked right before every push
     attempt: False raises Stopped and nothing (more) is pushed."""
-    unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
-    if unsafe:  # every caller checks first; this is the last line before a push
-        raise GitError(f"refusing to push {', '.join(unsafe[:5])}: workflow or git "
-                       "plumbing paths")
+    refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
     identity = bot_identity(github.bot_login())
     commit = host.commit(snapshot.tree, branch, message, identity=identity)
     url = github.clone_url(repo)
@@ -179,9 +189,7 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
             failures += 1
             if failures >= PUSH_ATTEMPTS:
                 raise failure
-            wait = PUSH_BACKOFF_SECONDS * 2 ** (failures - 1)
-            log.warning("push of %s failed (%s), retrying in %.0f s", branch, failure, wait)
-            time.sleep(wait)
+            _back_off(branch, failure, failures)
             continue
         replays += 1
         if replays > MAX_REPLAYS:
@@ -240,10 +248,7 @@ def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, ho
     pushed, no PR step ran); after an accepted push, the PR steps always finish."""
     api = github
     branch = branch_for(issue_number)
-    unsafe = forbidden_paths(snapshot.paths, (), snapshot.links)
-    if unsafe:  # every caller checks first; this is the last line before a push
-        raise GitError(f"refusing to push {', '.join(unsafe[:5])}: workflow or git "
-                       "plumbing paths")
+    refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
     commit = host.commit(snapshot.tree, branch, message, identity=bot_identity(api.bot_login()))
     # Minted just before use: the clone's token may have expired during a long run.
     push_with_retries(cache, host, api.clone_url(repo), commit, branch,
