@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from workers.agent.change_flags import ChangeFlag
 from workers.agent.repo_tests import TestVerdict
 from workers.agent.test_files import TreePlan, is_test_config, is_test_path
 
@@ -26,6 +27,8 @@ class Verdict:
     new_tests: dict[str, str] = field(default_factory=dict)  # the model's tests → status
     mode: str = "per-test"  # or "exit code" for runners without a per-test report
     flags: list[str] = field(default_factory=list)  # suspicious, said loudly either way
+    # What no test run tells from a fix, for the reviewer first (change_flags.py).
+    read_first: list[ChangeFlag] = field(default_factory=list)
 
     def new_tests_summary(self) -> str:
         if not self.new_tests:
@@ -34,7 +37,8 @@ class Verdict:
 
     def to_dict(self) -> dict[str, object]:
         return {"accepted": self.accepted, "reasons": self.reasons, "notes": self.notes,
-                "new_tests": self.new_tests, "mode": self.mode, "flags": self.flags}
+                "new_tests": self.new_tests, "mode": self.mode, "flags": self.flags,
+                "read_first": [flag.to_dict() for flag in self.read_first]}
 
 
 def _counts(tests: dict[str, str]) -> str:
