@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bot.inert import neutralize, plain_line
 from bot.markdown import (
     code_span,
     escape_text,
     fence,
-    neutralize_mentions,
     quote_untrusted,
 )
 
@@ -70,9 +70,10 @@ def status_done(pr_url: str, attempt: int) -> str:
 
 
 def status_failed(summary: str, attempt: int) -> str:
-    # Summaries carry exception and GitHub error text: no mention may come through.
+    # Summaries carry exception and GitHub error text: no mention or reference may come
+    # through (the bot's own words in them hold no link).
     return (f"{STATUS_MARKER}\n🐸 **FrogNano** could not finish (attempt {attempt}): "
-            f"{neutralize_mentions(summary)}")
+            f"{neutralize(summary)}")
 
 
 def cancel_reason(kind: str, actor: str, pull_number: int | None) -> str:
@@ -110,7 +111,7 @@ def review_pushed(actor: str, commit: str, final_summary: str,
 
 def review_not_pushed(reason: str) -> str:
     return (f"🐸 **FrogNano** did not push a change for this feedback: "
-            f"{neutralize_mentions(reason)}. The branch is as it was.")
+            f"{neutralize(reason)}. The branch is as it was.")
 
 
 def review_replay_failed(branch: str, head: str, reasons: list[str], output: str) -> str:
@@ -144,7 +145,7 @@ def not_allowed(actor: str) -> str:
 
 def invalid_config(error: str) -> str:
     return (f"🐸 **FrogNano** cannot run: the repository's configuration on the default "
-            f"branch is invalid.\n\n{error}\n\nFix it, then comment `/frognano retry`.")
+            f"branch is invalid.\n\n{fence(error)}\n\nFix it, then comment `/frognano retry`.")
 
 
 def _fence(text: str) -> str:
@@ -317,12 +318,20 @@ def refused_paths(paths: list[str]) -> str:
 
 
 def commit_message(title: str, issue_number: int, test_command: str, ci: str) -> str:
-    """The bot's commit. GitHub triggers mentions even in commit messages, so the issue
-    title is neutralised; `ci: skip` adds `[skip ci]`, which stops GitHub Actions'
-    `push` and `pull_request` workflows for this commit (see README, "CI and secrets")."""
+    """The bot's commit. GitHub links mentions, references and closing keywords in commit
+    messages too, so the issue title and the repository's test command are made inert
+    (bot/inert.py); only `Fixes #N`, the issue this run fixes, is live. `ci: skip` adds
+    `[skip ci]`, which stops GitHub Actions' `push` and `pull_request` workflows for this
+    commit (see README, "CI and secrets")."""
     skip = " [skip ci]" if ci == "skip" else ""
-    return (f"{neutralize_mentions(' '.join(title.split()))}{skip}\n\nFixes #{issue_number}. "
-            f"Made by FrogNano; `{test_command}` passed.")
+    return (f"{plain_line(title)}{skip}\n\nFixes #{issue_number}. "
+            f"Made by FrogNano; `{plain_line(test_command)}` passed.")
+
+
+def pull_title(issue_title: str) -> str:
+    """The draft PR's title. A squash merge makes it the commit subject, so a closing
+    keyword in it would close that issue: nothing in it is live (bot/inert.py)."""
+    return f"[FrogNano] {plain_line(issue_title)}"
 
 
 # Where the README lists the App's permissions (named, since a self-hosted bot's README

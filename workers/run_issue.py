@@ -25,6 +25,7 @@ from bot.messages import (
     invalid_config,
     permission_missing_summary,
     pr_body,
+    pull_title,
     rate_limited_summary,
     review_not_pushed,
     status_cancelled,
@@ -196,12 +197,12 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     if reviewing:  # one attempt: its transcript is the first's, appended to by a replay
         with Transcript(transcript_path(rt, trigger, generation)) as transcript:
             return publish_review(rt, trigger, generation, coordinator, host, result,
-                                  report, status, f"[FrogNano] {issue.title}", message,
+                                  report, status, pull_title(issue.title), message,
                                   plan.limits.test_timeout, Outputs(transcript, recorder))
     assert result.snapshot is not None  # decide() publishes only a readable change
     # A cancel is honoured up to the push; after an accepted push the PR steps finish.
     return publish_pull(rt, trigger, generation, coordinator, host, result.snapshot, status,
-                        recorder, title=f"[FrogNano] {issue.title}", body=pr_body(report),
+                        recorder, title=pull_title(issue.title), body=pr_body(report),
                         base=default_branch, message=message)
 
 
