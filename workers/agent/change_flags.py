@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 
+from workers.agent.repo_tests import TestVerdict
 from workers.agent.test_files import is_test_config, is_test_path
 
 Reader = Callable[[str], bytes | None]
@@ -450,3 +451,9 @@ def scan_change(paths: Iterable[str], read_base: Reader, read_candidate: Reader,
         found = added_findings(read_base(path), after, literals)[:MAX_PER_FILE]
         flags += [ChangeFlag(path, f.line, f.kind, f.what) for f in found]
     return flags[:MAX_FLAGS]
+
+
+def failing_tests(baseline: TestVerdict) -> list[str]:
+    """The tests that failed before the change, whose literals a fix has no reason to
+    special-case."""
+    return sorted(t for t, s in baseline.tests.items() if s in ("failed", "error"))

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.trees import copy_tree, remove_tree
+from workers.agent.change_flags import failing_tests, scan_change
+from workers.agent.outside_pytest import check_outside_pytest
 from workers.agent.repo_tests import TestVerdict
 from workers.agent.test_files import TreePlan, is_test_config, is_test_path, plan_verdict_tree
 from workers.agent.test_report import (
@@ -180,6 +182,10 @@ class VerdictRunner:
             tree = self.repo.tree_with_base_paths(snapshot.tree, configs)
             with_model_tests = self.run(tree, "model-tests", timeout)
         verdict = decide(baseline, final, plan, with_model_tests)
+        # Said to the reviewer, never refused: what no test run tells from a fix.
+        verdict.read_first = scan_change(snapshot.paths, self.repo.read_base,
+                                         self._reader(snapshot), failing_tests(baseline))
+        check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
         return Judgement(verdict, final, with_model_tests, snapshot, plan)
 
     def _reader(self, snapshot: Snapshot) -> Callable[[str], bytes | None]:
