@@ -24,11 +24,17 @@ WALK_SHARE = 0.1
 
 MAX_DEPTH = 256  # a deeper tree counts as over any quota (no repository nests so deep)
 BLOCK_BYTES = 4096  # what an inode costs at least: empty files are not free
-UNBOUNDED = 2**62
+UNBOUNDED = 2**62  # too deep to measure: over any limit
+TOO_SLOW = UNBOUNDED + 1  # a walk past WALK_MAX_SECONDS: over any limit too
+# A tree one walk cannot measure in this time (millions of entries; 100,000 take about
+# a second) counts as over the quota: polls a minute apart would let the sandbox write on.
+WALK_MAX_SECONDS = 30.0
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH) -> int:
+def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH, *,
+               stop_above: int | None = None,
+               max_seconds: float | None = None) -> int:
     """Bytes on disk under `roots`, every entry at least one block (so millions of empty
     files count too) and a file at least its size: the host writes a sparse file's holes
     out whole (git stores the zeros, the verdict's checkout writes them back), and
@@ -38,9 +44,13 @@ def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH) -> int:
     The walk opens each directory relative to its parent's descriptor, so a path longer
     than PATH_MAX (deep nesting) cannot hide a file from it. A tree nested deeper than
     `max_depth` has no honest use and would need a descriptor per level: it counts as
-    `UNBOUNDED`, over any limit.
+    `UNBOUNDED`, over any limit; one that takes longer than `max_seconds` to walk
+    (WALK_MAX_SECONDS unless given) counts
+    as `TOO_SLOW`. Once the total passes `stop_above` the walk stops there (it is over
+    the limit already), so its length is bounded by the quota itself.
     """
-    total = 0
+    total, count = 0, 0
+    deadline = time.monotonic() + (WALK_MAX_SECONDS if max_seconds is None else max_seconds)
     for root in roots:
         try:
             top = os.open(root, _DIR)
@@ -61,6 +71,11 @@ def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH) -> int:
                 except OSError:
                     continue
                 total += max(info.st_blocks * 512, info.st_size, BLOCK_BYTES)
+                count += 1
+                if stop_above is not None and total > stop_above:
+                    return total
+                if count % 4096 == 0 and time.monotonic() > deadline:
+                    return TOO_SLOW
                 if not stat.S_ISDIR(info.st_mode):
                     continue
                 if len(stack) >= max_depth:
@@ -98,7 +113,8 @@ class DiskWatch:
 
     def _measure(self) -> float:
         started = time.monotonic()
-        used = tree_bytes(self.roots) + (self.extra() if self.extra else 0)
+        used = tree_bytes(self.roots, stop_above=self.limit_bytes)
+        used += self.extra() if self.extra and used <= self.limit_bytes else 0
         if used > self.limit_bytes and self.exceeded_at is None:
             self.exceeded_at = used
             self.on_exceeded()
@@ -120,6 +136,11 @@ class DiskWatch:
             self._measure()  # what the last poll missed
 
     def check(self) -> None:
+        if self.exceeded_at is not None and self.exceeded_at >= TOO_SLOW:
+            raise DiskQuotaExceeded(
+                f"disk_quota: the workspace and the sandbox's private files hold so many "
+                f"entries that one walk took over {WALK_MAX_SECONDS:.0f} s, which the disk "
+                "quota cannot measure; the command was killed")
         if self.exceeded_at is not None and self.exceeded_at >= UNBOUNDED:
             raise DiskQuotaExceeded(
                 f"disk_quota: the workspace nests directories deeper than {MAX_DEPTH} "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import itertools
@@ -25,6 +26,7 @@ from typing import Any
 
 from sandbox.base import ExecResult, SandboxConfig, SandboxError, ToolResult
 from sandbox.disk_quota import DiskQuotaExceeded, DiskWatch
+from sandbox.egress import NetworkLog
 from sandbox.usage_watch import UsageWatch, measure
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
@@ -84,6 +86,7 @@ class RunnerProcess:
         self._buffer = bytearray()
         self._ids = itertools.count(1)
         self.on_kill: list[Callable[[], None]] = []  # host-side helpers of this runner
+        self.network_log: NetworkLog | None = None  # what those helpers refused (setup)
         self._stderr_tail: collections.deque[bytes] = collections.deque(maxlen=64)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
@@ -216,12 +219,29 @@ def exec_request(command: str, timeout: float) -> dict[str, Any]:
             "max_chars": EXEC_OUTPUT_CHARS}
 
 
-def exec_result(reply: dict[str, Any]) -> ExecResult:
+def exec_result(reply: dict[str, Any], max_chars: int = EXEC_OUTPUT_CHARS) -> ExecResult:
+    """The reply as an ExecResult, each stream cut to `max_chars` here too: the runner
+    cuts them, but the host keeps them (the verdict's output, the transcript) and takes
+    no bound on trust from a process inside the sandbox."""
+    stdout, stderr = _text(reply.get("stdout")), _text(reply.get("stderr"))
+    cut = len(stdout) > max_chars or len(stderr) > max_chars
     return ExecResult(
-        exit_code=reply.get("exit_code"), stdout=reply.get("stdout", ""),
-        stderr=reply.get("stderr", ""), timed_out=bool(reply.get("timed_out")),
-        seconds=float(reply.get("seconds", 0.0)), truncated=bool(reply.get("truncated")),
+        exit_code=reply.get("exit_code"), stdout=_tail(stdout, max_chars),
+        stderr=_tail(stderr, max_chars), timed_out=bool(reply.get("timed_out")),
+        seconds=float(reply.get("seconds", 0.0)),
+        truncated=bool(reply.get("truncated")) or cut,
     )
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _tail(text: str, max_chars: int) -> str:
+    """The last `max_chars` characters (a test run's summary is at its end)."""
+    if len(text) <= max_chars:
+        return text
+    return f"[frognano: {len(text) - max_chars} characters cut]\n" + text[-max_chars:]
 
 
 def exec_failure(exc: RunnerGone, seconds: float,
@@ -374,6 +394,8 @@ class RunnerBackedSandbox:
         finally:
             runner.close()
         self._enforce_quota(watch)
+        if runner.network_log is not None:
+            result = dataclasses.replace(result, network_log=runner.network_log.lines())
         return result
 
     def stop(self) -> None:

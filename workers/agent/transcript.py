@@ -10,7 +10,10 @@ workers/review_publish.py). A crash leaves
 every earlier line on disk. Every record is bounded: a string longer than
 `MAX_STRING_CHARS` keeps its head and a marker saying how much was cut, and a record
 whose JSON still exceeds `MAX_RECORD_CHARS` is cut harder, so a model that writes
-150 MB cannot put 150 MB into host memory, the transcript or the database.
+150 MB cannot put 150 MB into host memory, the transcript or the database. The records
+of one transcript together are bounded too (`MAX_TRANSCRIPT_CHARS`): past it, a record
+keeps only its kind, time and a note, so hundreds of turns of 4 MB each cannot add up;
+the header and the last records (`result`, `replay`) are always kept whole.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
 
 MAX_STRING_CHARS = 1_000_000
 MAX_RECORD_CHARS = 4_000_000
+MAX_TRANSCRIPT_CHARS = 64_000_000
+_ALWAYS_WHOLE = frozenset({"run", "result", "replay"})
 _HARD_STRING_CHARS = 20_000  # per string, for a record that is still over the limit
 
 
@@ -56,8 +61,9 @@ def bounded_record(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 class Transcript:
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self, path: Path | None, max_chars: int = MAX_TRANSCRIPT_CHARS) -> None:
+        self.path, self.max_chars = path, max_chars
+        self.chars = 0  # of every line written so far
         self._file: IO[str] | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +74,12 @@ class Transcript:
 
     def write(self, kind: str, **fields: Any) -> None:
         record, line = bounded_record({"kind": kind, "time": round(time.time(), 3), **fields})
+        if kind not in _ALWAYS_WHOLE and self.chars + len(line) > self.max_chars:
+            record = {"kind": kind, "time": record["time"],
+                      "cut": f"record of {len(line)} characters dropped: the transcript "
+                             f"passed {self.max_chars} characters"}
+            line = json.dumps(record, ensure_ascii=False)
+        self.chars += len(line) + 1
         self.records.append(record)
         if self._file is not None:
             self._file.write(line + "\n")

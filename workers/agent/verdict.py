@@ -91,6 +91,7 @@ GUARD_SAYS = {
     "import_hooks": "code under test added an import hook",
     "swapped": "the code of a test was replaced while the tests ran",
     "tampered": "the pytest guard's report was tampered with",
+    "bounds": "a channel from the sandbox went past its bound",
 }
 
 

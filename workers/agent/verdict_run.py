@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import secrets
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxConfig
-from sandbox.trees import copy_tree, remove_tree
+from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
 from workers.agent.change_flags import failing_tests, scan_change
 from workers.agent.outside_pytest import check_outside_pytest
 from workers.agent.repo_tests import TestVerdict
@@ -46,6 +46,14 @@ SandboxFactory = Callable[[SandboxConfig], Sandbox]
 _STARTUP_HOOK = re.compile(r"(\.pth|sitecustomize\.py|usercustomize\.py|entry_points\.txt)$")
 GUARD_DIR = Path(__file__).with_name("pytest_guard")
 GUARD_MAX_BYTES = 4 * 1024 * 1024
+GUARD_MAX_TOTAL_BYTES = 8 * 1024 * 1024  # every write of one run (the guard writes once)
+# The host's walks of a tree the sandbox wrote: a work tree (the largest repositories
+# hold ~100,000 files) and a venv (~100,000 with ML wheels); the disk quota alone lets
+# the sandbox make millions of empty files, each an entry kept in the worker's memory.
+TREE_MAX_ENTRIES = 300_000
+TREE_MAX_PATH_CHARS = 64 * 1024**2  # the paths kept: long names cost more than entries
+VENV_MAX_ENTRIES = 1_000_000
+WALK_MAX_SECONDS = 60.0
 
 
 @dataclass
@@ -64,11 +72,15 @@ def startup_hooks(venv: Path) -> dict[str, int]:
     found: dict[str, int] = {}
     if venv.is_symlink() or not venv.is_dir():
         return found
-    for dirpath, _dirs, files in os.walk(venv, followlinks=False):
-        for name in files:
-            if _STARTUP_HOOK.search(name):
-                path = os.path.join(dirpath, name)
-                found[os.path.relpath(path, venv)] = os.lstat(path).st_size
+    try:
+        for path, info in walk_tree(venv, max_entries=VENV_MAX_ENTRIES,
+                                    max_seconds=WALK_MAX_SECONDS):
+            if _STARTUP_HOOK.search(path) and not stat.S_ISDIR(info.st_mode):
+                found[path] = info.st_size
+                if len(found) > TREE_MAX_ENTRIES:  # millions of .pth files: bounded too
+                    raise TreeTooLarge(f"over {TREE_MAX_ENTRIES:,} start-up hooks")
+    except TreeTooLarge as exc:  # said as a hook, so it shows among the warnings
+        found[f"<the venv was not walked further: {exc}>"] = -1
     return found
 
 
@@ -124,19 +136,26 @@ class VerdictRunner:
         request = report_request(self.test_command, str(channel), token,
                                  guard=(str(channel / "guard"), str(channel / f"{token}.guard")))
         report_pipe = ReportPipe(Path(request.inside_path))
-        guard_pipe = ReportPipe(channel / f"{token}.guard", GUARD_MAX_BYTES)
+        guard_pipe = ReportPipe(channel / f"{token}.guard", GUARD_MAX_BYTES,
+                                label="the pytest guard's report",
+                                max_total_bytes=GUARD_MAX_TOTAL_BYTES)
         config = dataclasses.replace(self.config, workspace=workspace, private_dir=private,
                                      extra_ro_binds=[*self.config.extra_ro_binds, channel])
         try:
             with self.open_sandbox(config) as fresh:
-                before = tree_state(workspace)  # after the sandbox took ownership of it
+                before = bounded_tree_state(workspace)  # once the sandbox owns it
                 result = fresh.exec(request.command, timeout=timeout)
-            changed = changed_paths(before, tree_state(workspace))
+            after = bounded_tree_state(workspace)
+            changed = (changed_paths(before, after) if isinstance(before, dict)
+                       and isinstance(after, dict) else [])
         finally:
             writes = documents(request.kind, report_pipe.close())
             guard_writes = guard_pipe.close()
             remove_tree(where)  # the sandbox wrote there: deep trees, links
-        tests = merge_reports(request.kind, writes) if not report_pipe.oversize else None
+        bounds = [why for why in (report_pipe.overflow(), guard_pipe.overflow(),
+                                  tree_overflow(before, after)) if why]
+        tests = (merge_reports(request.kind, writes, bounds)
+                 if report_pipe.overflow() is None else None)
         output = result.stdout + ("\n" + result.stderr if result.stderr else "")
         if request.kind == "go-json" and writes:
             output = go_output(b"".join(writes)) + result.stderr
@@ -144,8 +163,11 @@ class VerdictRunner:
         report = request.kind if tests is not None else "none" if not writes else "missing"
         return TestVerdict(command=self.test_command, exit_code=result.exit_code,
                            timed_out=result.timed_out, seconds=result.seconds, output=output,
-                           tests=tests or {}, report=report, report_writes=len(writes),
-                           guard=guard_findings(guard_writes, guard_pipe.oversize),
+                           tests=tests or {}, report=report,
+                           report_writes=len(writes) + report_pipe.dropped,
+                           guard=with_bounds(guard_findings(guard_writes,
+                                                            guard_pipe.overflow() is not None),
+                                             bounds),
                            changed_during_run=changed)
 
     def baseline(self, timeout: float) -> TestVerdict:
@@ -209,23 +231,43 @@ def guard_findings(writes: list[bytes], oversize: bool) -> dict[str, list[str]] 
     return {str(k): sorted(map(str, v)) for k, v in found.items() if isinstance(v, list)}
 
 
+def with_bounds(guard: dict[str, list[str]] | None,
+                bounds: list[str]) -> dict[str, list[str]] | None:
+    """The guard's findings with the channels that went past their bound (verdict.py
+    names them; a baseline that passed the same bound makes it no news)."""
+    return {**(guard or {}), "bounds": bounds} if bounds else guard
+
+
 FileState = tuple[int, int, int, int]  # inode, ctime ns, size, mode: a write changes one
+TreeState = dict[str, FileState] | str  # or why the walk stopped
 
 
-def tree_state(root: Path) -> dict[str, FileState]:
-    """Every file and link under `root` (no `__pycache__`), without following links."""
+def tree_state(root: Path, max_entries: int = TREE_MAX_ENTRIES,
+               max_path_chars: int = TREE_MAX_PATH_CHARS,
+               max_seconds: float = WALK_MAX_SECONDS) -> dict[str, FileState]:
+    """Every file and link under `root` (no `__pycache__`), without following links;
+    TreeTooLarge past `max_entries` entries, `max_path_chars` or `max_seconds`."""
     state: dict[str, FileState] = {}
-    for dirpath, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(dirpath, d)))]:
-            path = os.path.join(dirpath, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            state[os.path.relpath(path, root)] = (info.st_ino, info.st_ctime_ns,
-                                                  info.st_size, info.st_mode)
+    chars = 0
+    for path, info in walk_tree(root, max_entries=max_entries, max_seconds=max_seconds,
+                                skip_dirs=frozenset({"__pycache__"})):
+        if not stat.S_ISDIR(info.st_mode) and path.rsplit("/", 1)[-1] != "__pycache__":
+            state[path] = (info.st_ino, info.st_ctime_ns, info.st_size, info.st_mode)
+            chars += len(path)
+            if chars > max_path_chars:
+                raise TreeTooLarge(f"over {max_path_chars:,} characters of paths")
     return state
+
+
+def bounded_tree_state(root: Path) -> TreeState:
+    try:
+        return tree_state(root)
+    except TreeTooLarge as exc:
+        return f"the work tree was not walked further: {exc}"
+
+
+def tree_overflow(before: TreeState, after: TreeState) -> str | None:
+    return next((state for state in (before, after) if isinstance(state, str)), None)
 
 
 def changed_paths(before: dict[str, FileState], after: dict[str, FileState]) -> list[str]:
