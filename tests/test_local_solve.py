@@ -45,6 +45,8 @@ def test_workspace_round_trip_leaves_the_users_branch_alone(tmp_path: Path) -> N
     host = open_workspace(repo, None, tmp_path / "run")  # as `frognano solve` does
     workspace = host.work_tree
     assert host.base == head and workspace == tmp_path / "run" / "workspace"
+    assert not (workspace / ".git").exists(), "setup never sees the model's .git"
+    host.finish_setup()  # as the harness does after setup: the model gets its .git
     exclude = (workspace / ".git" / "info" / "exclude").read_text()
     assert "__pycache__/" in exclude and "node_modules/" in exclude
     assert git(workspace, "status", "--porcelain") == "", "the model's .git sees a clean tree"

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.trees import remove_tree
+
 # GitPython probes for git when imported and raises if PATH has none; we resolve git
 # ourselves and say how to install it (GitMissing), so let the import succeed.
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
@@ -183,6 +185,11 @@ class Snapshot:
     # Changed paths that are symlinks in `tree` → their targets (publish.py refuses a
     # link that stands in for `.github/workflows`).
     links: dict[str, str] = field(default_factory=dict)
+    # Tracked paths the setup phase wrote (an editable install's `*.egg-info/`), left out
+    # of the change as they are at base; and those the agent phase changed after setup
+    # too, kept as the agent left them (HostRepo.snapshot).
+    setup_writes: list[str] = field(default_factory=list)
+    setup_overlap: list[str] = field(default_factory=list)
 
     @property
     def refusal(self) -> str | None:
@@ -210,6 +217,18 @@ def looks_like_dotgit(name: str) -> bool:
     plain = name.translate(_HFS_IGNORED).lower()
     plain = plain.split("::$index_allocation", 1)[0].split(":", 1)[0].rstrip(" .")
     return plain in (".git", "git~1")
+
+
+def _give_to_owner_of(tree: Path, owner_of: Path) -> None:
+    """Hand `tree` (host-made, so walked freely) to the owner of `owner_of`: a sandbox
+    run as root took the workspace for its uid when it opened, before this was made."""
+    want = os.lstat(owner_of)
+    if os.geteuid() != 0 or (want.st_uid, want.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    os.lchown(tree, want.st_uid, want.st_gid)
+    for dirpath, dirnames, filenames in os.walk(tree, followlinks=False):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), want.st_uid, want.st_gid)
 
 
 class TreeRefused(GitError):
@@ -263,6 +282,14 @@ class HostRepo:
         # what the bot's own earlier commits did to them.
         self.test_base = base
         self.distrusted: tuple[str, str, Callable[[str], bool]] | None = None
+        # The tree the setup phase runs on: base, unless `distrust_setup` put back every
+        # change of the bot's own commits (no model-written file runs with network).
+        self.setup_base = base
+        # The work tree as setup left it, with the run's real start checked out
+        # (`finish_setup`): the agent's change is measured from it, not from base.
+        self.after_setup: str | None = None
+        self.branch: str | None = None
+        self.model_git_pending = False  # the model's `.git` is given after setup
 
     # -- creation ---------------------------------------------------------------------
     @classmethod
@@ -274,10 +301,13 @@ class HostRepo:
 
     @classmethod
     def create(cls, source: Path, branch: str | None, git_dir: Path, work_tree: Path, *,
-               max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES) -> HostRepo:
+               max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES,
+               model_git: bool = True) -> HostRepo:
         """Clone `source` (a bare mirror or the user's repository) into `git_dir`, check
         `branch` (None: source's HEAD) out into `work_tree` and give the work tree a
-        writable `.git` of its own for the model.
+        writable `.git` of its own for the model. `model_git=False` (the run path): that
+        `.git` comes with `finish_setup`, so the setup phase never sees it (it holds
+        every branch).
 
         `git_dir` may hard-link the mirror's objects: it is never bound into the sandbox
         nor chowned. The work tree's `.git` is a copy (`--no-hardlinks`): the sandbox
@@ -297,25 +327,39 @@ class HostRepo:
         repo = cls(git_dir, work_tree, base.strip(), max_diff_bytes=max_diff_bytes)
         work_tree.mkdir(parents=True, exist_ok=False)
         repo._git("read-tree", "--reset", "-u", repo.base, work_tree=True)
-        repo._give_model_a_git_dir(branch)
+        repo.branch = branch
+        if model_git:
+            repo._give_model_a_git_dir()
+        else:
+            repo.model_git_pending = True
         return repo
 
-    def _give_model_a_git_dir(self, branch: str | None) -> None:
+    def _give_model_a_git_dir(self) -> None:
+        """The work tree's `.git`: a copy of the host's objects, HEAD on the run's branch,
+        an index of base with the host index's stat data (`read-tree -m` keeps it where
+        the file matches), so `git status` inside shows only what differs from base."""
         model_git = self.work_tree / ".git"
+        remove_tree(model_git)  # whatever the setup phase left there is not ours to keep
         run_git("clone", "--bare", "--quiet", "--no-hardlinks", "--", str(self.git_dir),
-                str(model_git), cwd=self.work_tree)
+                str(model_git), cwd=self.git_dir)
         for args in (("config", "core.bare", "false"), ("remote", "remove", "origin")):
             run_git(*args, git_dir=model_git)
-        if branch:
-            run_git("symbolic-ref", "HEAD", f"refs/heads/{branch}", git_dir=model_git)
+        if self.branch:
+            run_git("symbolic-ref", "HEAD", f"refs/heads/{self.branch}", git_dir=model_git)
         else:
             head = (self.git_dir / "HEAD").read_text()
             (model_git / "HEAD").write_text(head)
-        # The host index matches the files just written, so `git status` inside is clean.
-        shutil.copyfile(self.git_dir / "index", model_git / "index")
+        index, nowhere = self._scratch("model.index"), self._scratch("no-work-tree")
+        shutil.copyfile(self.git_dir / "index", index)
+        nowhere.mkdir(exist_ok=True)  # read-tree -m asks for a work tree; it reads none
+        run_git("read-tree", "-m", self.base, git_dir=self.git_dir, work_tree=nowhere,
+                env={"GIT_INDEX_FILE": str(index)})
+        shutil.copyfile(index, model_git / "index")
+        index.unlink()
         info = model_git / "info"
         info.mkdir(exist_ok=True)
         (info / "exclude").write_text("# frognano\n" + GLOBAL_EXCLUDES)
+        _give_to_owner_of(model_git, self.work_tree)
 
     # -- running git ------------------------------------------------------------------
     def _git(self, *args: str, work_tree: bool = False, index: Path | None = None,
@@ -340,21 +384,73 @@ class HostRepo:
         Call it when no process can still write the tree (`Sandbox.stop()` first).
         """
         limit = self.max_diff_bytes if max_diff_bytes is None else max_diff_bytes
+        final, dropped = self._stage()
+        tree, setup_writes, overlap = self._agent_delta_on_base(final)
+        paths = self.changed_paths(tree)
+        diff, size, too_large = self._bounded_diff(tree, limit)
+        return Snapshot(base=self.base, tree=tree, diff=diff, paths=paths, dropped=dropped,
+                        diff_bytes=size, too_large=too_large, max_diff_bytes=limit,
+                        links=self.links(tree), setup_writes=setup_writes,
+                        setup_overlap=overlap)
+
+    def _stage(self) -> tuple[str, list[str]]:
+        """The work tree staged into the host's own index: its tree sha, and the nested
+        repositories left out."""
         dropped, excluded = scan_nested_repos(self.work_tree)
         add = ["add", "--all"]
-        spec: Path | None = None
         if excluded:
             spec = self._scratch("pathspec")
             spec.write_bytes(b"".join(os.fsencode(f":(top,literal,exclude){path}") + b"\0"
                                       for path in excluded))
             add += [f"--pathspec-from-file={spec}", "--pathspec-file-nul"]
         self._git(*add, work_tree=True)
-        tree = self._git("write-tree").decode().strip()
-        paths = self.changed_paths(tree)
-        diff, size, too_large = self._bounded_diff(tree, limit)
-        return Snapshot(base=self.base, tree=tree, diff=diff, paths=paths, dropped=dropped,
-                        diff_bytes=size, too_large=too_large, max_diff_bytes=limit,
-                        links=self.links(tree))
+        return self._git("write-tree").decode().strip(), dropped
+
+    def _agent_delta_on_base(self, final: str) -> tuple[str, list[str], list[str]]:
+        """base + (final − after setup): what the agent phase changed, on base. A path
+        setup wrote and the agent left alone goes back to base; one both changed stays as
+        the agent left it. (tree, setup's paths left out, paths both changed)."""
+        if self.after_setup is None or self.after_setup == self.base:
+            return final, [], []
+        by_setup = self.changed_paths(self.after_setup)
+        by_agent = set(self.changed_paths(final, against=self.after_setup))
+        left_out = [path for path in by_setup if path not in by_agent]
+        at_base = self._ls_tree(self.base, left_out) if left_out else {}
+        tree = self._tree_with(final, {path: at_base.get(path) for path in left_out})
+        return tree, left_out, [path for path in by_setup if path in by_agent]
+
+    # -- the setup phase --------------------------------------------------------------
+    def distrust_setup(self, upstream: str, email: str) -> list[str]:
+        """Check out the tree the setup phase may run: base with every change that a
+        commit authored as `email` made since `upstream` put back (unless a person changed
+        the path since), so what runs with network is the default branch plus people's
+        commits, never a file the model wrote (its `setup.py`, a dynamic version that
+        imports its package). Call it on a fresh work tree, before setup. The paths put
+        back, sorted."""
+        before = self._bot_changes(upstream, email, lambda _path: True)
+        if before:
+            self.setup_base = self._tree_with(self.base, before)
+            self._git("read-tree", "--reset", "-u", self.setup_base, work_tree=True)
+        return sorted(before)
+
+    def finish_setup(self) -> list[str]:
+        """After the setup phase: record the tree as setup left it, check the run's real
+        start out over the paths `distrust_setup` put back (git's own checkout: a link
+        setup left where a directory goes is replaced, never followed), and give the
+        model its `.git`. The tracked paths setup wrote, sorted (never the model's)."""
+        left, _dropped = self._stage()
+        writes = self.changed_paths(left, against=self.setup_base)
+        start = left
+        if self.setup_base != self.base:
+            own = self.changed_paths(self.base, against=self.setup_base)
+            at_base = self._ls_tree(self.base, own)
+            start = self._tree_with(left, {path: at_base.get(path) for path in own})
+            self._git("read-tree", "--reset", "-u", start, work_tree=True)
+        self.after_setup = start
+        if self.model_git_pending:
+            self._give_model_a_git_dir()
+            self.model_git_pending = False
+        return writes
 
     def links(self, tree: str) -> dict[str, str]:
         """The symlinks `tree` adds or changes against base, with their targets (read
@@ -416,6 +512,16 @@ class HostRepo:
         before that commit, unless a later commit by anyone else changed it again (a
         person's edit is trusted, the model's never). The paths put back, sorted."""
         self.distrusted = (upstream, email, select)
+        before = self._bot_changes(upstream, email, select)
+        if before:
+            self.test_base = self._tree_with(self.base, before)
+        return sorted(before)
+
+    def _bot_changes(self, upstream: str, email: str, select: Callable[[str], bool]
+                     ) -> dict[str, tuple[str, str] | None]:
+        """Path → its entry before the first commit authored as `email` on base's
+        first-parent line since `upstream` changed it (None: absent then), for each path
+        `select` takes that no later commit by anyone else changed."""
         # A PR's own line is short; the cap keeps a branch without `upstream` (renamed
         # default branch) from walking a whole history.
         walk = ["log", "--first-parent", "--max-count=1000", "-z", "--format=%H %P%n%ae"]
@@ -436,9 +542,7 @@ class HostRepo:
                     before.pop(path, None)
                 elif path not in before:
                     before[path] = old.get(path)
-        if before:
-            self.test_base = self._tree_with(self.base, before)
-        return sorted(before)
+        return before
 
     def _tree_with(self, tree: str, entries: dict[str, tuple[str, str] | None]) -> str:
         """`tree` with each path of `entries` set to its (mode, sha), None: removed."""

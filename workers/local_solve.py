@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workers.hostgit import GitError, GitMissing, HostRepo, run_git
+from workers.hostgit import LOCAL_IDENTITY, GitError, GitMissing, HostRepo, run_git
+from workers.run_path import OwnCommits
 
 
 class LocalRepoError(ValueError):
@@ -48,6 +49,34 @@ def check_repository(path: Path) -> Path:
             f"{top} has uncommitted changes; commit or stash them first, because the "
             f"agent works on a clean copy of HEAD:\n{listing}")
     return top
+
+
+# Where a `frognano/*` branch most likely came from, when origin/HEAD does not say.
+_USUAL_DEFAULTS = ("main", "master", "trunk", "develop")
+
+
+def own_commits(repo: Path) -> OwnCommits | None:
+    """For a checkout of a branch `solve` made (`frognano/*`): its commits authored as
+    `solve` commits them are the model's, counted since the repository's default branch
+    (origin/HEAD, else the first of main, master, trunk, develop that exists; with none,
+    `HostRepo.distrust` walks the branch's own line). None on any other branch."""
+    try:
+        branch = _user_git(repo, "symbolic-ref", "--quiet", "--short", "HEAD").strip()
+    except GitError:  # a detached HEAD: no branch of ours
+        return None
+    if not branch.startswith("frognano/"):
+        return None
+    heads = set(_user_git(repo, "for-each-ref", "--format=%(refname:short)",
+                          "refs/heads/").split())
+    try:
+        remote = _user_git(repo, "symbolic-ref", "--quiet", "--short",
+                           "refs/remotes/origin/HEAD").strip().removeprefix("origin/")
+    except GitError:
+        remote = ""
+    default = next((name for name in (remote, *_USUAL_DEFAULTS) if name in heads
+                    and name != branch), None)
+    return OwnCommits(f"refs/heads/{default}" if default else "refs/frognano/no-upstream",
+                      LOCAL_IDENTITY[1])
 
 
 def slugify(text: str, limit: int = 40) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bot.github_api import PullInfo, RepoRef
+from bot.markdown import escape_text
 from bot.messages import (
     RunReport,
     pr_body,
@@ -60,6 +61,7 @@ from workers.publish import (
     push_and_open_pull,
     push_on_top,
 )
+from workers.run_path import setup_inputs_note
 from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
 from workers.status import StatusComment
@@ -133,7 +135,8 @@ def publish_review(rt: Runtime, trigger: Trigger, generation: int,
         rt.github.reply_to_review_comment(repo, pull_number, trigger.review_comment_id, reply)
     else:
         rt.github.comment(repo, pull_number, reply)
-    _pushed(coordinator, generation, status, pull.url if pull else branch)
+    _pushed(coordinator, generation, status, pull.url if pull else branch,
+            setup_inputs_note(result.snapshot.paths))
     return "pushed"
 
 
@@ -155,7 +158,7 @@ def publish_pull(rt: Runtime, trigger: Trigger, generation: int,
         return _stopped(coordinator, generation, status)
     if recorder is not None:
         recorder.set_pr_url(pull.url)
-    _pushed(coordinator, generation, status, pull.url)
+    _pushed(coordinator, generation, status, pull.url, setup_inputs_note(snapshot.paths))
     return "pr_opened"
 
 
@@ -169,12 +172,14 @@ def _stopped(coordinator: IssueCoordinator, generation: int, status: StatusComme
 
 
 def _pushed(coordinator: IssueCoordinator, generation: int, status: StatusComment,
-            where: str) -> None:
+            where: str, setup_note: str = "") -> None:
     """The status once the PR steps are done; a cancel that arrived after GitHub accepted
     the push is named as too late. A newer trigger's "queued" stays: it runs next, on
-    this push."""
+    this push. `setup_note`: the change edits what setup reads, which was not installed
+    (run_path.setup_inputs_note); its paths are the model's, so escaped."""
     if not coordinator.is_stale(generation):
-        status.set(status_done(where, generation))
+        extra = f"\n\n⚠️ {escape_text(setup_note)}" if setup_note else ""
+        status.set(status_done(where, generation) + extra)
         return
     late, reason = coordinator.stop_reason()
     if late == "cancelled" and reason is not None:

@@ -40,9 +40,15 @@ from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
 from workers.attempts import Attempts, run_attempts
 from workers.coordination import IssueCoordinator
-from workers.publish import branch_for
+from workers.publish import bot_identity, branch_for
 from workers.review_publish import publish_pull, publish_review
-from workers.run_path import NoTestCommand, distrust_own_tests, open_workspace, prepare
+from workers.run_path import (
+    NoTestCommand,
+    OwnCommits,
+    open_workspace,
+    prepare,
+    setup_inputs_note,
+)
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
 from workers.status import StatusComment, StatusProgress
@@ -140,9 +146,12 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     # A review continues from the PR branch's head (a human's commits on it included).
     reviewing = trigger.kind == "review"
     start = branch_for(trigger.issue_number) if reviewing else default_branch
-    host = open_workspace(mirror, start, run_dir, max_diff_bytes=rt.max_diff_bytes)
-    if reviewing:  # judged by the repository's tests, not the model's from its last run
-        distrust_own_tests(host, f"refs/heads/{default_branch}", rt.github.bot_login())
+    # A review is judged by the repository's tests, not the model's from its last run,
+    # and its setup runs none of the model's files (the default branch plus people's).
+    own = OwnCommits(f"refs/heads/{default_branch}", bot_identity(rt.github.bot_login())[1]) \
+        if reviewing else None
+    host = open_workspace(mirror, start, run_dir, max_diff_bytes=rt.max_diff_bytes,
+                          own_commits=own)
     try:  # from the default branch on GitHub: an issue author cannot change it
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:
@@ -166,7 +175,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     attempts = run_attempts(
         plan=plan, config=config, first_host=host,
         open_host=lambda k: open_workspace(mirror, start, run_dir / f"attempt-{k + 1}",
-                                           max_diff_bytes=rt.max_diff_bytes),
+                                           max_diff_bytes=rt.max_diff_bytes,
+                                           own_commits=own),
         model_for=rt.model_factory,
         transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
         shared=Outputs(recorder, StatusProgress(status, plan.limits.max_steps, generation)),
@@ -232,7 +242,7 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         model=attempts.model, transcript_url=url, best_of=attempts.report(),
         changed_tests=[f"{c.test}: {c.before or 'absent'} → {c.after or 'absent'}"
                        for c in result.changes],
-        warnings=result.suspicious + dropped_warnings(result),
+        warnings=result.suspicious + dropped_warnings(result) + setup_warnings(result),
         test_files_changed=result.test_files_changed,
         summary=result.summary,
         refusals=result.verdict.reasons if result.verdict else [],
@@ -240,6 +250,12 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         new_tests=result.verdict.new_tests_summary() if result.verdict else "",
         setup_note=result.setup_note, setup_command=result.setup_command or "",
     )
+
+
+def setup_warnings(result: SolveResult) -> list[str]:
+    """The change's edits to what setup reads, which the run never installed."""
+    note = setup_inputs_note(result.snapshot.paths if result.snapshot else [])
+    return [note] if note else []
 
 
 def dropped_warnings(result: SolveResult) -> list[str]:

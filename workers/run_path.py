@@ -15,9 +15,10 @@ decision means (a local branch; a push and a draft PR, or a comment).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from bot.messages import refused_paths
@@ -53,15 +54,63 @@ class Overrides:
 _NO_OVERRIDES = Overrides()
 
 
+@dataclass(frozen=True)
+class OwnCommits:
+    """A run that starts on a branch the bot wrote to (a review on its PR, `solve` on a
+    `frognano/*` branch): the commits authored as `email` since `upstream` are the
+    model's, never trusted for the tests nor run by setup."""
+
+    upstream: str  # e.g. refs/heads/main
+    email: str
+
+
 def open_workspace(source: Path, branch: str | None, run_dir: Path, *,
-                   max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES) -> HostRepo:
-    """`branch` of `source` (None: its HEAD) checked out into `run_dir/workspace`, its
-    objects in `run_dir/git`, and an empty `run_dir/private` for HOME and the venv.
+                   max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES,
+                   own_commits: OwnCommits | None = None) -> HostRepo:
+    """`branch` of `source` (None: its HEAD) in `run_dir/git`, an empty `run_dir/private`
+    for HOME and the venv, and `run_dir/workspace` holding the tree the setup phase runs:
+    no `.git` yet (the harness gives the model one after setup) and, with `own_commits`,
+    every change of the bot's own commits put back (`HostRepo.distrust_setup`). So what
+    `prepare` infers the setup from, and what setup runs, no model wrote.
     The work dir above must be searchable by the sandbox's uid (0o711)."""
     run_dir.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
     (run_dir / "private").mkdir(parents=True)
-    return HostRepo.create(source, branch, run_dir / "git", run_dir / "workspace",
-                           max_diff_bytes=max_diff_bytes)
+    host = HostRepo.create(source, branch, run_dir / "git", run_dir / "workspace",
+                           max_diff_bytes=max_diff_bytes, model_git=False)
+    if own_commits is not None:
+        host.distrust(own_commits.upstream, own_commits.email, _is_test_material)
+        host.distrust_setup(own_commits.upstream, own_commits.email)
+    return host
+
+
+def _is_test_material(path: str) -> bool:
+    return is_test_path(path) or is_test_config(path)
+
+
+# Files an inferred or configured setup reads: what a change to them would install.
+_SETUP_INPUT_NAMES = frozenset({
+    "setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "noxfile.py", "MANIFEST.in",
+    "Pipfile", "Pipfile.lock", "poetry.lock", "pdm.lock", "uv.lock", "frognano.yml"})
+_SETUP_INPUT = re.compile(r"(^|/)(requirements[^/]*|constraints[^/]*)\.(txt|in)$"
+                          r"|(^|/)requirements/[^/]+\.(txt|in)$|\.lock$")
+
+
+def setup_inputs(paths: list[str]) -> list[str]:
+    """The changed paths that setup reads: the run installed none of them (setup ran on
+    the files as they were), so the reviewer is told."""
+    return [path for path in paths if PurePosixPath(path).name in _SETUP_INPUT_NAMES
+            or _SETUP_INPUT.search(path)]
+
+
+def setup_inputs_note(paths: list[str]) -> str:
+    """The sentence for the PR and the status comment; "" when the change touches none."""
+    touched = setup_inputs(paths)
+    if not touched:
+        return ""
+    shown = ", ".join(f"`{path}`" for path in touched[:10])
+    more = f" and {len(touched) - 10} more" if len(touched) > 10 else ""
+    return (f"the change edits what setup reads ({shown}{more}): not installed: the "
+            "verdict ran with the setup of the original files")
 
 
 def distrust_own_tests(host: HostRepo, upstream: str, bot_login: str) -> list[str]:
@@ -70,8 +119,7 @@ def distrust_own_tests(host: HostRepo, upstream: str, bot_login: str) -> list[st
     the bot (published beside a fix, shown, never trusted). Test files and configuration
     that the bot's commits since `upstream` changed are put back as they were before
     them, unless a person changed them since. The paths put back."""
-    return host.distrust(upstream, bot_identity(bot_login)[1],
-                         lambda path: is_test_path(path) or is_test_config(path))
+    return host.distrust(upstream, bot_identity(bot_login)[1], _is_test_material)
 
 
 def prepare(issue: str, workspace: Path, config: RepoConfig, *,
@@ -79,7 +127,8 @@ def prepare(issue: str, workspace: Path, config: RepoConfig, *,
             max_run_seconds: float | None = None, context_tokens: int = 65_536) -> RunPlan:
     """The plan of one run. Test command: override > `test:` > autodetection; setup:
     `setup:` > one inferred for a Python project; limits: override > config, the wall
-    time capped at `max_run_seconds` (the worker's ceiling)."""
+    time capped at `max_run_seconds` (the worker's ceiling). `workspace` holds the setup
+    tree (`open_workspace`), so nothing here reads a file the model wrote."""
     test_command = overrides.test_command if overrides.test_command is not None \
         else config.test or getattr(detect_test_command(workspace), "command", None)
     if not test_command:
@@ -105,12 +154,12 @@ def execute(plan: RunPlan, model: ModelClient, host: HostRepo, sandbox_backend: 
             should_stop: Callable[[], bool] = lambda: False,
             package_index: PackageIndex = NO_INDEX) -> SolveResult:
     """Run the plan in a sandbox over the workspace; every run ends with a result.
-    `package_index` reaches the setup phase alone."""
+    `package_index` is the setup phase's network: its host-side index endpoint and the
+    hosts its proxy may reach (the URLs themselves never enter the sandbox)."""
     private = host.work_tree.parent / "private"
     private.mkdir(parents=True, exist_ok=True)
     config = SandboxConfig(workspace=host.work_tree, private_dir=private,
-                           setup_env=package_index.env(),
-                           setup_ro_binds=package_index.local_paths())
+                           **package_index.sandbox_fields())
     with open_sandbox(sandbox_backend, config) as sandbox:
         return Harness(model, sandbox, host, events, should_stop=should_stop).run(plan)
 

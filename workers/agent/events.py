@@ -106,12 +106,17 @@ class SetupDone(Event):
     command: str
     note: str
     result: ExecResult
+    # Tracked files setup wrote (an editable install's `*.egg-info/`): setup's, never the
+    # model's change: not refused, not pushed (HostRepo.snapshot leaves them out).
+    writes: list[str] = field(default_factory=list)
 
     def fields(self) -> dict[str, Any]:
         result = self.result
         return {"command": self.command, "note": self.note, "exit_code": result.exit_code,
                 "timed_out": result.timed_out, "seconds": round(result.seconds, 3),
-                "output_tail": (result.stdout + result.stderr)[-4000:]}
+                "output_tail": (result.stdout + result.stderr)[-4000:],
+                "network": list(result.network_log),
+                "writes": self.writes[:200], "writes_count": len(self.writes)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxError
 from sandbox.disk_quota import tree_bytes
+from sandbox.egress import describe_refusals
 from workers.agent.events import (
     BaselineDone,
     EventOutput,
@@ -124,6 +125,7 @@ class Harness:
         self.runner = VerdictRunner(self.sandbox, self.repo, plan.test_command, self.scratch,
                                     open_sandbox=self.open_verdict_sandbox)
         self.judged: Judgement | None = None  # the verdict on the tree as it is now, if any
+        self.agent_ran = False  # only an agent phase can have changed the venv's hooks
         self.events.emit(RunStarted(
             model=self.model.name, test_command=plan.test_command,
             setup_command=plan.setup_command, setup_note=plan.setup_note,
@@ -149,22 +151,32 @@ class Harness:
         return self._attempts(baseline)
 
     def _setup(self) -> str:
-        """Run the setup command (the only phase with network); why it failed, or ""."""
+        """Run the setup command (the only phase with network) on the tree the host chose
+        for it (`HostRepo.distrust_setup`), then hand the agent phase the run's real start
+        (`HostRepo.finish_setup`); why either failed, or ""."""
         command, note = self.plan.setup_command, self.plan.setup_note
-        if not command:
-            return ""
-        self.events.emit(SetupStarted(command=command))
-        limits = self.plan.limits
+        setup = None
+        if command:
+            self.events.emit(SetupStarted(command=command))
+            limits = self.plan.limits
+            try:
+                setup = self.sandbox.exec(command, network=True,
+                                          timeout=min(limits.setup_timeout, limits.max_seconds))
+            except SandboxError as exc:  # e.g. the disk quota ended it: the run ends named
+                return f"setup command `{command}` was stopped by the sandbox: {exc}"
+        if setup is not None and not setup.ok:
+            self.events.emit(SetupDone(command=command or "", note=note, result=setup))
+            how = "timed out" if setup.timed_out else f"failed with exit code {setup.exit_code}"
+            return f"setup command `{command}` {how}" + (f" ({note})" if note else "") \
+                + describe_refusals(setup.network_log)
         try:
-            setup = self.sandbox.exec(command, network=True,
-                                      timeout=min(limits.setup_timeout, limits.max_seconds))
-        except SandboxError as exc:  # e.g. the disk quota ended it: the run still ends named
-            return f"setup command `{command}` was stopped by the sandbox: {exc}"
-        self.events.emit(SetupDone(command=command, note=note, result=setup))
-        if setup.ok:
-            return ""
-        how = "timed out" if setup.timed_out else f"failed with exit code {setup.exit_code}"
-        return f"setup command `{command}` {how}" + (f" ({note})" if note else "")
+            writes = self.repo.finish_setup()
+        except GitError as exc:  # e.g. setup left more nested repositories than are read
+            return f"the tree the setup phase left could not be read: {exc}"
+        if setup is not None:
+            self.events.emit(SetupDone(command=command or "", note=note, result=setup,
+                                       writes=writes))
+        return ""
 
     def _attempts(self, baseline: TestVerdict) -> SolveResult:
         """Agent, verdict, feedback, until the verdict accepts or a budget runs out."""
@@ -199,6 +211,7 @@ class Harness:
 
     def _agent(self, attempt: int) -> str:
         limits = self.plan.limits
+        self.agent_ran = True
         loop_limits = LoopLimits(max_steps=limits.max_steps,
                                  max_context_tokens=limits.max_context_tokens,
                                  max_tokens_per_turn=limits.max_tokens_per_turn,
@@ -251,9 +264,14 @@ class Harness:
         verdict = judged.verdict if judged else None
         warnings = list(verdict.reasons if verdict and not verdict.accepted else [])
         warnings += verdict.flags if verdict else []  # loud even when accepted
+        # Against the venv as setup left it (capture_setup), and only once the model ran:
+        # pip's and setuptools' own hooks are setup's, and a failed setup has no copy.
         warnings += [f"the agent phase added or changed a start-up hook in the venv: {p} "
                      "(the verdict ran with the venv as setup left it)"
-                     for p in self.runner.venv_changes()]
+                     for p in (self.runner.venv_changes() if self.agent_ran else [])]
+        warnings += [f"both the setup phase and the agent phase changed `{p}`: the change "
+                     "keeps the agent's version" for p in (snapshot.setup_overlap
+                                                           if snapshot else [])]
         problems = [error or state.last_error, snapshot_problem]
         result = SolveResult(
             exit_reason=reason, tests_passed=bool(verdict and verdict.accepted),
