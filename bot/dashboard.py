@@ -24,8 +24,10 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
+from bot.inert import visible
 from bot.settings import BotSettings
 from runstore.store import RUN_STATUSES, Run, RunStore
 
@@ -178,9 +180,19 @@ def compare_tests(before: dict[str, Any] | None, after: dict[str, Any] | None) -
     return ComparedTests(changed, unchanged, compared=True)
 
 
+def _shown(value: Any) -> Any:
+    """Every `{{ … }}` of every template: autoescaping stops HTML, but a run's texts (the
+    model's commands and answers, test output, paths) may hold bidi overrides that reorder
+    what a reviewer reads, and escape sequences for whoever saves the page to a terminal:
+    shown as escapes (bot/inert.py). Markup is the templates' own."""
+    return visible(value) if isinstance(value, str) and not isinstance(value, Markup) \
+        else value
+
+
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                      autoescape=select_autoescape(default=True, default_for_string=True))
+                      autoescape=select_autoescape(default=True, default_for_string=True),
+                      finalize=_shown)
     env.filters.update(diff_lines=diff_lines, duration=duration, pretty_json=pretty_json,
                        http_url=http_url)
     env.globals.update(compare_tests=compare_tests, statuses=RUN_STATUSES)

@@ -1,4 +1,9 @@
-"""JSON log lines, each carrying the webhook delivery id and the run id it was written for."""
+"""JSON log lines, each carrying the webhook delivery id and the run id it was written for.
+
+A log line quotes what others wrote (issue titles, the model's commands, test output,
+GitHub's errors), and whoever reads it decoded (`jq -r`, a log viewer, the terminal of
+`frognano solve`) would have its escape sequences obeyed: every text goes through
+bot/inert.py's `visible` first, the JSON lines and the plain ones alike."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
+
+from bot.inert import visible
 
 _delivery_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "frognano_delivery_id", default=None)
@@ -59,14 +66,24 @@ class JsonFormatter(logging.Formatter):
                   + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": visible(record.getMessage()),
         }
         for key, value in vars(record).items():
             if key not in _RECORD_FIELDS and key not in entry and value is not None:
-                entry[key] = value
+                entry[key] = visible(value) if isinstance(value, str) else value
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = visible(self.formatException(record.exc_info))
         return json.dumps(entry, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """Plain `LEVEL: message` lines for a person's terminal, control characters shown."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
 
 
 def json_handler(stream: IO[str] | None = None) -> logging.Handler:
@@ -75,6 +92,13 @@ def json_handler(stream: IO[str] | None = None) -> logging.Handler:
     handler.setFormatter(JsonFormatter())
     handler.addFilter(DeliveryIdFilter())
     return handler
+
+
+def configure_text_logging(level: int | str = logging.WARNING) -> None:
+    """The root logger to stderr as plain lines (the `frognano` command's default)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter())
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def configure_json_logging(level: int | str = logging.INFO, stream: IO[str] | None = None) -> None:

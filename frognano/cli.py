@@ -133,7 +133,9 @@ def load_settings() -> BotSettings | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    from bot.logs import configure_text_logging
+
+    configure_text_logging(logging.WARNING)  # model text in a warning: shown, not obeyed
     parser = _parser()
     args = parser.parse_args(argv)
     console = Console(stderr=False, highlight=False)

@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from bot.inert import visible
 from workers.agent.events import (
     BaselineDone,
     Event,
@@ -23,6 +24,13 @@ from workers.agent.events import (
     TurnStarted,
 )
 from workers.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
+
+
+def shown(text: str) -> str:
+    """The model's or the repository's text for a rich markup string: its control
+    characters shown, not obeyed (an OSC 52 would write the user's clipboard, an ESC[2K
+    erase the line quoting it), and its brackets never read as markup."""
+    return escape(visible(text))
 
 
 class Progress:
@@ -42,10 +50,12 @@ class Progress:
     def _render(self) -> Text:
         elapsed = int(time.monotonic() - self.started)
         steps = ", ".join(f"attempt {k + 1} at {step}" for k, step in sorted(self._steps.items()))
-        return Text(f"{self.phase} · {f'steps: {steps}' if steps else f'step {self.step}'} · "
-                    f"tool {self.tool} · "
-                    f"{self.tokens_per_second:.1f} tok/s · {elapsed // 60:02d}:{elapsed % 60:02d}",
-                    style="cyan")
+        # Not markup: a Text shows brackets as they are; the tool name is the model's.
+        return Text(visible(
+            f"{self.phase} · {f'steps: {steps}' if steps else f'step {self.step}'} · "
+            f"tool {self.tool} · "
+            f"{self.tokens_per_second:.1f} tok/s · {elapsed // 60:02d}:{elapsed % 60:02d}"),
+            style="cyan")
 
     def __enter__(self) -> Progress:
         self.live.__enter__()
@@ -66,7 +76,7 @@ class Progress:
         elif isinstance(event, AttemptEnded):
             self._steps.pop(event.index, None)
             self.console.print(f"[bold]attempt {event.index + 1}[/bold] ended: "
-                               f"{escape(event.exit_reason)}", highlight=False)
+                               f"{shown(event.exit_reason)}", highlight=False)
         elif isinstance(event, TurnStarted):
             self.phase, self.step = "thinking", event.step
             if index is not None:
@@ -79,8 +89,8 @@ class Progress:
         elif isinstance(event, ToolStarted):
             self.phase, self.tool = "tool", event.name
             # Tool names and arguments are the model's data: escaped, never markup.
-            self.console.print(f"[dim]{self.who}step {event.step:>3}[/dim] {escape(event.name)} "
-                               f"{escape(_brief(event.arguments))}", highlight=False)
+            self.console.print(f"[dim]{self.who}step {event.step:>3}[/dim] {shown(event.name)} "
+                               f"{shown(_brief(event.arguments))}", highlight=False)
         elif isinstance(event, TestsStarted):
             self.phase = f"tests ({event.phase})"
         elif isinstance(event, BaselineDone):
@@ -94,7 +104,7 @@ class Progress:
         self.live.update(self._render())
 
     def _tests(self, phase: str, summary: str) -> None:
-        self.console.print(f"[bold]{self.who}tests {phase}:[/bold] {escape(summary)}",
+        self.console.print(f"[bold]{self.who}tests {phase}:[/bold] {shown(summary)}",
                            highlight=False)
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from bot.messages import AttemptsReport
 from bot.repo_config import (
@@ -21,7 +20,7 @@ from bot.repo_config import (
     parse_repo_config,
 )
 from frognano.models import ModelSpecError, build_model, check_model_slots
-from frognano.progress import Progress
+from frognano.progress import Progress, shown
 from runstore.store import RunStoreUnavailable, default_database_url, open_run_store
 from sandbox.base import SandboxError, SandboxUnavailable
 from sandbox.trees import remove_tree
@@ -131,14 +130,14 @@ def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path:
         except (BadInput, LocalRepoError, ModelSpecError, RepoConfigError,
                 SandboxUnavailable) as exc:
             events.emit(RunAborted(exit_reason="bad_input", error=str(exc)))
-            console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+            console.print(f"[bold red]error:[/bold red] {shown(str(exc))}", highlight=False)
             return EXIT_BAD_INPUT
         except (SandboxError, GitError) as exc:
             events.emit(RunAborted(exit_reason="infrastructure_error", error=str(exc)))
-            console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+            console.print(f"[bold red]error:[/bold red] {shown(str(exc))}", highlight=False)
             return EXIT_TESTS_FAILED
         finally:
-            console.print(f"transcript: {escape(str(transcript_path))}", highlight=False)
+            console.print(f"transcript: {shown(str(transcript_path))}", highlight=False)
             if not opts.keep_workspace:
                 remove_tree(run_dir)  # however deep the sandbox nested it
 
@@ -185,11 +184,11 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
                        "judge a fix") from None
     asked = opts.attempts or config.attempts_in_parallel
     allowed = opts.attempts or opts.max_parallel_attempts
-    console.print(escape(f"repository {repo} at {host.base[:12]}; tests: "
+    console.print(shown(f"repository {repo} at {host.base[:12]}; tests: "
                          f"`{plan.test_command}`; model {model.name}; sandbox {opts.sandbox}"),
                   highlight=False)
     if plan.setup_note:
-        console.print(escape(f"setup {plan.setup_note}: `{plan.setup_command}`"),
+        console.print(shown(f"setup {plan.setup_note}: `{plan.setup_command}`"),
                       highlight=False)
     with Progress(console) as progress:
         attempts = run_attempts(
@@ -210,14 +209,14 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     if result.exit_reason == "baseline_unusable":
         return EXIT_BAD_INPUT
     for path in result.snapshot.dropped if result.tests_passed and result.snapshot else []:
-        console.print(f"[bold yellow]warning:[/bold yellow] left out `{escape(path)}`: a "
+        console.print(f"[bold yellow]warning:[/bold yellow] left out `{shown(path)}`: a "
                       "nested git repository is never committed", highlight=False)
     decision = attempts.choice.chosen.decision
     if decision.outcome == "no_change":
         console.print("The tests pass and nothing was changed: no branch created.")
         return EXIT_OK
     if decision.action == "refuse":
-        console.print(f"[bold red]not committed:[/bold red] {escape(decision.reason)}",
+        console.print(f"[bold red]not committed:[/bold red] {shown(decision.reason)}",
                       highlight=False)
     if decision.action != "publish":
         return EXIT_TESTS_FAILED  # _report printed why
@@ -228,7 +227,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
                          f"solve; the harness ran `{plan.test_command}` and it passed.")
     bring_back(repo, host, branch)
     console.print(f"[bold green]committed[/bold green] {commit[:12]} on branch "
-                  f"{escape(branch)} (your current branch is untouched)", highlight=False)
+                  f"{shown(branch)} (your current branch is untouched)", highlight=False)
     return EXIT_OK
 
 
@@ -239,11 +238,11 @@ def _report_attempts(report: AttemptsReport, transcript_path: Path, console: Con
     cap = f" (asked {report.asked}; FROGNANO_MAX_PARALLEL_ATTEMPTS allows " \
           f"{report.allowed})" if report.allowed < report.asked else ""
     how = "in turn" if report.slots == 1 else f"{min(report.slots, report.allowed)} at a time"
-    console.print(f"[bold]best of {report.allowed}[/bold]{escape(cap)}, {how}:",
+    console.print(f"[bold]best of {report.allowed}[/bold]{shown(cap)}, {how}:",
                   highlight=False)
     for line in sorted([report.chosen, *report.others], key=lambda a: a.number):
         seed = f"seed {line.seed}" if line.seed is not None else "no seed"
-        console.print(escape(
+        console.print(shown(
             f"  attempt {line.number} ({seed}): {line.outcome}; {line.steps} step(s), "
             f"{line.tokens} tokens, {line.lines} lines changed in {line.files} file(s); "
             f"transcript {transcript_for(transcript_path, line.number - 1)}"),
@@ -286,28 +285,28 @@ def _check_issue_size(issue: str, model: object, context: int) -> None:
 def _report(result: SolveResult, console: Console) -> None:
     """Everything here is data (paths, test ids, output): escaped, never read as markup."""
     style = "green" if result.tests_passed else "red"
-    console.print(f"[bold {style}]{escape(result.exit_reason)}[/bold {style}] after "
+    console.print(f"[bold {style}]{shown(result.exit_reason)}[/bold {style}] after "
                   f"{result.steps} steps, {result.attempts} attempt(s), "
                   f"{result.seconds:.1f}s, {result.usage.completion_tokens} tokens generated",
                   highlight=False)
     if result.baseline:
-        console.print(f"tests before: {escape(result.baseline.summary())}", highlight=False)
+        console.print(f"tests before: {shown(result.baseline.summary())}", highlight=False)
     if result.final:
-        console.print(f"tests after:  {escape(result.final.summary())} (the repository's "
+        console.print(f"tests after:  {shown(result.final.summary())} (the repository's "
                       "own tests)", highlight=False)
     for change in result.changes:
-        console.print(escape(f"  {change.test}: {change.before or 'absent'} → "
+        console.print(shown(f"  {change.test}: {change.before or 'absent'} → "
                              f"{change.after or 'absent'}"), highlight=False)
     verdict = result.verdict
     if verdict is not None:
         state = "[bold green]accepted[/bold green]" if verdict.accepted \
             else "[bold red]refused[/bold red]"
-        console.print(f"verdict: {state} ({escape(verdict.mode)}); "
-                      f"{escape(verdict.new_tests_summary())}", highlight=False)
+        console.print(f"verdict: {state} ({shown(verdict.mode)}); "
+                      f"{shown(verdict.new_tests_summary())}", highlight=False)
         for note in verdict.notes:
-            console.print(f"  note: {escape(note)}", highlight=False)
+            console.print(f"  note: {shown(note)}", highlight=False)
     for reason in result.suspicious:
         label = "refused" if verdict is not None and reason in verdict.reasons else "warning"
-        console.print(f"[bold yellow]{label}:[/bold yellow] {escape(reason)}", highlight=False)
+        console.print(f"[bold yellow]{label}:[/bold yellow] {shown(reason)}", highlight=False)
     if result.error:
-        console.print(f"[red]{escape(result.error)}[/red]", highlight=False)
+        console.print(f"[red]{shown(result.error)}[/red]", highlight=False)
