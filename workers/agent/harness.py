@@ -203,8 +203,10 @@ class Harness:
             stop = self._stop_reason(exit_reason, judged.verdict, attempt)
             if stop:
                 return self._finish(stop, baseline, attempt)
+            # The rules and the failing tests' ids, never which check refused: the full
+            # reasons are in the TestsJudged record, for people.
             feedback = verdict_feedback_message(
-                self.plan.test_command, judged.verdict.reasons, judged.final.output,
+                self.plan.test_command, judged.verdict, baseline, judged.final,
                 attempt, limits.max_attempts - attempt - 1)
             self.state.messages.append({"role": "user", "content": feedback})
             self.events.emit(Feedback(attempt=attempt, content=feedback))

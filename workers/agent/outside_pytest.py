@@ -40,6 +40,7 @@ RUNNER = Path(__file__).with_name("plain_runner.py")
 # no parameters.
 PLAIN_ID = re.compile(r"^([^:\[\]]+\.py)::([A-Za-z_]\w*(?:::[A-Za-z_]\w*)?)$")
 RESULT_MAX_BYTES = 4 * 1024 * 1024
+DISAGREES = "test passes under pytest but not outside it: "
 MAX_TESTS = 200
 
 
@@ -150,10 +151,15 @@ def disagreements(run: PlainRun) -> list[str]:
                     f"{run.exits.get(test.split('::')[0])} before it reported)")
         else:
             what = status
-        reasons.append(f"test passes under pytest but not outside it: {test} {what} when "
+        reasons.append(f"{DISAGREES}{test} {what} when "
                        "its module is run by plain python" + (f" ({detail[:200]})"
                                                              if detail else ""))
     return reasons
+
+
+def disagreeing_tests(reasons: list[str]) -> list[str]:
+    """The test ids of this check's refusals (a plain id holds no space)."""
+    return [r[len(DISAGREES):].split(" ", 1)[0] for r in reasons if r.startswith(DISAGREES)]
 
 
 def check_outside_pytest(runner: VerdictRunner, tree: str, baseline: TestVerdict,

@@ -7,6 +7,12 @@ trained on plain task instructions.
 
 from __future__ import annotations
 
+import re
+
+from workers.agent.outside_pytest import disagreeing_tests
+from workers.agent.repo_tests import TestVerdict
+from workers.agent.verdict import BAD, RAN, Verdict
+
 SYSTEM_PROMPT = "\n".join(
     [
         "You are a software-engineering agent working in a checked-out repository.",
@@ -31,23 +37,66 @@ def task_message(issue: str, test_command: str | None, guidance: str = "") -> st
     return "\n\n".join(parts)
 
 
-def verdict_feedback_message(test_command: str, reasons: list[str], output: str,
-                             attempt: int, attempts_left: int) -> str:
-    """The user message sent when the harness's verdict refused the change."""
-    tail = output[-FEEDBACK_OUTPUT_CHARS:]
-    if len(output) > len(tail):
-        tail = f"[... {len(output) - len(tail)} earlier chars omitted]\n" + tail
-    listed = "\n".join(f"- {reason}" for reason in reasons)
-    return (
-        f"The harness ran `{test_command}` after your changes, with the repository's "
-        "original test files and test configuration, and did not accept the result:\n"
-        f"{listed}\n\n"
-        "Only the repository's own tests count: edits to test files, conftest.py or the "
-        "pytest configuration are kept in the change but not used to judge it.\n\n"
-        f"{tail.rstrip()}\n\n"
-        f"Fix the code so the original tests pass (attempt {attempt + 1}; "
-        f"{attempts_left} left after this one)."
-    )
+# Lines of the test output that name the harness's own plumbing, not the tests.
+_HARNESS_LINE = re.compile(r"<the harness's report>|generated xml file|FROGNANO_|"
+                           r"PYTEST_ADDOPTS", re.IGNORECASE)
+MAX_LISTED_TESTS = 30
+
+
+def _listed(tests: list[str]) -> str:
+    shown = [f"- {test}" for test in tests[:MAX_LISTED_TESTS]]
+    if len(tests) > MAX_LISTED_TESTS:
+        shown.append(f"- … and {len(tests) - MAX_LISTED_TESTS} more")
+    return "\n".join(shown)
+
+
+def _tail(output: str) -> str:
+    kept = "\n".join(line for line in output.splitlines() if not _HARNESS_LINE.search(line))
+    tail = kept[-FEEDBACK_OUTPUT_CHARS:]
+    if len(kept) > len(tail):
+        tail = f"[... {len(kept) - len(tail)} earlier chars omitted]\n" + tail
+    return tail.rstrip()
+
+
+def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: TestVerdict,
+                             final: TestVerdict, attempt: int, attempts_left: int) -> str:
+    """The user message sent when the harness's verdict refused the change: the rules,
+    and which of the repository's tests do not pass. How the harness checks the run is
+    never said: a model trained on test rewards that is told which check fired learns to
+    hide from it. The full reasons go to people (transcript, dashboard, comments)."""
+    still_failing = tests_not_passing(verdict, baseline, final)
+    new_failing = sorted(t for t, s in verdict.new_tests.items() if s in BAD)
+    parts = [f"The harness ran `{test_command}` after your changes and did not accept the "
+             "result.",
+             "The rules: only the repository's own tests count, as they are in the "
+             "repository; your edits to test files, conftest.py or the test configuration "
+             "are kept in the change but not used to judge it. Every original test must "
+             "pass, and every new test you add must pass too."]
+    if still_failing:
+        parts.append("Original tests that do not pass:\n" + _listed(still_failing))
+    if new_failing:
+        parts.append("Your new tests that fail:\n" + _listed(new_failing))
+    if not (still_failing or new_failing):
+        parts.append("The change was not accepted as it is. Fix the behaviour in the code "
+                     "itself, so that the original tests pass as written.")
+    tail = _tail(final.output)
+    if tail:
+        parts.append(tail)
+    parts.append(f"Fix the code so the original tests pass (attempt {attempt + 1}; "
+                 f"{attempts_left} left after this one).")
+    return "\n\n".join(parts)
+
+
+def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
+                      final: TestVerdict) -> list[str]:
+    """The original tests the verdict counts as not passing, by id: failing, gone, now
+    skipped, or passing only where the harness does not count it."""
+    failing = {test for test, before in baseline.tests.items()
+               if final.tests.get(test) in (None, *BAD)
+               or (before in RAN and final.tests.get(test) in ("skipped", "xfailed"))}
+    failing |= {t for t, s in final.tests.items() if t not in baseline.tests and s in BAD}
+    failing |= set(disagreeing_tests(verdict.reasons))
+    return sorted(failing)
 
 
 SETUP_HINT = (
