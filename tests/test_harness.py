@@ -74,7 +74,7 @@ def test_failing_tests_go_back_to_the_model_until_they_pass(tmp_path: Path) -> N
     def fix_after_feedback(messages: list[dict[str, Any]]) -> str:
         feedback = messages[-1]
         assert feedback["role"] == "user"
-        assert "- test still fails: tests/test_calc.py::test_add" in feedback["content"]
+        assert "do not pass:\n- tests/test_calc.py::test_add" in feedback["content"]
         return think_and_call("Multiplication was wrong.", "Edit", file_path="calc.py",
                               old_string="return a * b\n\n\ndef mul",
                               new_string="return a + b\n\n\ndef mul")

@@ -101,7 +101,7 @@ def test_solve_that_never_passes_ends_with_a_reason_and_no_commit(calc_repo: Pat
     records = read_transcript(transcript)
     feedback = [r for r in records if r["kind"] == "feedback"]
     assert len(feedback) == 1
-    assert "- test still fails: tests/test_calc.py::test_add" in feedback[0]["content"]
+    assert "do not pass:\n- tests/test_calc.py::test_add" in feedback[0]["content"]
     assert "assert 6 == 5" in feedback[0]["content"], "the failing output reaches the model"
     result = records[-1]
     assert result["exit_reason"] == "max_attempts" and result["tests_passed"] is False

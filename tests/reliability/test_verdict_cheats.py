@@ -324,7 +324,8 @@ def test_refusal_reaches_the_model_which_then_fixes_the_code(checkout: Checkout,
 
     def fix_after_refusal(messages: list[dict[str, object]]) -> str:
         feedback = str(messages[-1]["content"])
-        assert "did not accept the result" in feedback and "test still fails" in feedback
+        assert "did not accept the result" in feedback
+        assert all(f"- {node}" in feedback for node in project.node_ids()), feedback
         return _fix_call(project)
 
     result = run(checkout, [
