@@ -218,6 +218,24 @@ def _exits(module: _Module) -> Iterator[_Finding]:
                 yield _Finding(node.lineno, "exit-hook", f"uses `{name}`")
 
 
+def _built_module_checks(module: _Module) -> Iterator[_Finding]:
+    """`<built> in sys.modules` and `sys.modules[<built>]`: which module is asked about
+    is hidden from a reader."""
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Compare) and any(
+                module.dotted(c) == "sys.modules" for c in node.comparators):
+            name = node.left
+        elif isinstance(node, ast.Subscript) and module.dotted(node.value) == "sys.modules":
+            name = node.slice
+        else:
+            continue
+        if not isinstance(name, ast.Constant) and (module._is_built(name)
+                                                   or module.tainted(name, module.built)):
+            yield _Finding(node.lineno, "built-name",
+                           f"asks `sys.modules` about a name built at run time: "
+                           f"`{_short(node)}`")
+
+
 def _built_lookups(module: _Module) -> Iterator[_Finding]:
     for node in ast.walk(module.tree):
         if not isinstance(node, ast.Call):
@@ -389,8 +407,8 @@ def _hashable(value: object) -> bool:
     return True
 
 
-DETECTORS = (_probes, _built_lookups, _equalities, _subclasses, _env_writes, _exits,
-             _literal_branches)
+DETECTORS = (_probes, _built_lookups, _built_module_checks, _equalities, _subclasses,
+             _env_writes, _exits, _literal_branches)
 
 
 def _parse(source: bytes | None) -> ast.Module | None:
