@@ -29,6 +29,8 @@ CI_WARNING = (
     "not run it: read the whole change before you push to this branch or run its "
     "workflows, and take `[skip ci]` out of the merge commit's message.")
 NEEDS_REVIEW_LABEL = "needs-human-review"
+# On a PR whose change adds what no test run tells from a fix ("Read this first").
+CAREFUL_REVIEW_LABEL = "needs-careful-review"
 OUTPUT_TAIL_CHARS = 3000
 
 
@@ -209,6 +211,32 @@ def attempts_section(report: AttemptsReport) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class ReadFirst:
+    """One flag of the change's scan (workers/agent/change_flags.py), as plain data."""
+
+    path: str
+    line: int
+    what: str  # what the line does; quotes the model's code
+    why: str  # why no test run tells it from a fix
+
+
+def read_first_section(flags: list[ReadFirst]) -> list[str]:
+    """The reviewer's first stop: each flag by file and line. The code quoted is the
+    model's, so it is escaped like any untrusted text."""
+    if not flags:
+        return []
+    return [
+        "## ⚠️ Read this first",
+        "The tests passing says nothing about these lines: no test run can tell them from "
+        "a fix. The change adds, outside the tests:",
+        "",
+        *[f"- {code_span(f'{flag.path}:{flag.line}')}: {escape_text(flag.what)} "
+          f"({escape_text(flag.why)})" for flag in flags],
+        "",
+    ]
+
+
 @dataclass
 class RunReport:
     """What a finished run tells the maintainer."""
@@ -236,6 +264,7 @@ class RunReport:
     setup_note: str = ""  # set when the setup command was inferred
     setup_command: str = ""
     best_of: AttemptsReport | None = None  # several attempts (attempts_in_parallel > 1)
+    read_first: list[ReadFirst] = field(default_factory=list)  # what no test run can tell
 
 
 def pr_body(report: RunReport) -> str:
@@ -250,6 +279,7 @@ def pr_body(report: RunReport) -> str:
     return "\n".join([
         f"Fixes #{report.issue_number}",
         "",
+        *read_first_section(report.read_first),
         "> [!WARNING]",
         "> Written by FrogNano, a small local model. **Needs human review** before merging.",
         "",
@@ -300,6 +330,8 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
         lines += ["", "The verdict refused the change (only the repository's own, "
                       "untouched tests count):",
                   *[f"- {escape_text(r)}" for r in report.refusals]]
+    if report.read_first:
+        lines += ["", *read_first_section(report.read_first)]
     if report.final_output.strip():
         lines += ["", "Tail of the last test run:", _fence(report.final_output)]
     lines += ["", f"{report.steps} steps, {report.attempts} attempt(s), {report.seconds:.0f}s."]

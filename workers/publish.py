@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pathspec
 
 from bot.github_api import GitHubApi, PullInfo, RepoRef
-from bot.messages import NEEDS_REVIEW_LABEL
+from bot.messages import CAREFUL_REVIEW_LABEL, NEEDS_REVIEW_LABEL
 from workers.agent.verdict_run import Judgement
 from workers.hostgit import GitError, HostRepo, Identity, Snapshot, run_git
 from workers.repo_cache import RepoCache
@@ -242,10 +242,12 @@ def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,
 def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
                        snapshot: Snapshot, issue_number: int, title: str, body: str,
                        base: str, message: str, reviewer: str,
-                       current: Callable[[], bool] = _current) -> PullInfo:
+                       current: Callable[[], bool] = _current,
+                       careful: bool = False) -> PullInfo:
     """Commit the snapshot's tree, force-push `frognano/issue-N`, then open or update its
     one draft PR. `current()` is asked before each push attempt (Stopped: nothing was
-    pushed, no PR step ran); after an accepted push, the PR steps always finish."""
+    pushed, no PR step ran); after an accepted push, the PR steps always finish. A
+    `careful` change (flagged by the change scan) is labelled needs-careful-review too."""
     api = github
     branch = branch_for(issue_number)
     refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
@@ -261,5 +263,16 @@ def push_and_open_pull(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, ho
     api.ensure_label(repo, NEEDS_REVIEW_LABEL, "d93f0b",
                      "Opened by FrogNano: a person must review it before merging")
     api.add_labels(repo, pull.number, [NEEDS_REVIEW_LABEL])
+    if careful:
+        label_careful(api, repo, pull.number)
     api.request_review(repo, pull.number, [reviewer])
     return pull
+
+
+def label_careful(api: GitHubApi, repo: RepoRef, number: int) -> None:
+    """A change the scan flagged ("Read this first" in its body): a label a maintainer
+    can filter on, since the tests passing says nothing about those lines."""
+    api.ensure_label(repo, CAREFUL_REVIEW_LABEL, "b60205",
+                     "FrogNano's change holds code no test run tells from a fix: read "
+                     "\"Read this first\"")
+    api.add_labels(repo, number, [CAREFUL_REVIEW_LABEL])

@@ -58,6 +58,7 @@ from workers.publish import (
     ReplayFailed,
     Stopped,
     branch_for,
+    label_careful,
     push_and_open_pull,
     push_on_top,
 )
@@ -129,6 +130,8 @@ def publish_review(rt: Runtime, trigger: Trigger, generation: int,
     pull = rt.github.find_open_pull(repo, branch)
     if pull is not None:
         rt.github.update_pull(repo, pull.number, title=title, body=pr_body(report))
+        if report.read_first:  # the new commit adds what no test run tells from a fix
+            label_careful(rt.github, repo, pull.number)
     reply = review_pushed(trigger.actor, pushed.commit, report.final_summary,
                           pushed.replayed_on)
     if trigger.review_comment_id is not None:  # answered where it was asked
@@ -143,7 +146,7 @@ def publish_review(rt: Runtime, trigger: Trigger, generation: int,
 def publish_pull(rt: Runtime, trigger: Trigger, generation: int,
                  coordinator: IssueCoordinator, host: HostRepo, snapshot: Snapshot,
                  status: StatusComment, recorder: RunRecorder | None, *, title: str,
-                 body: str, base: str, message: str) -> str:
+                 body: str, base: str, message: str, careful: bool = False) -> str:
     """A first run's passing change: force-push `frognano/issue-N`, open or update the
     draft PR, request review. Outcomes: pr_opened; cancelled or superseded (a newer
     generation before the push: nothing pushed, no PR step)."""
@@ -153,7 +156,7 @@ def publish_pull(rt: Runtime, trigger: Trigger, generation: int,
             github=rt.github, cache=rt.repo_cache, repo=repo, host=host, snapshot=snapshot,
             issue_number=trigger.issue_number, title=title, body=body, base=base,
             reviewer=trigger.actor, message=message,
-            current=lambda: not coordinator.is_stale(generation))
+            current=lambda: not coordinator.is_stale(generation), careful=careful)
     except Stopped:
         return _stopped(coordinator, generation, status)
     if recorder is not None:

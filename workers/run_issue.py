@@ -19,6 +19,7 @@ from bot.events import review_comments_text
 from bot.github_api import Forbidden, GitHubError, NotAFile, RateLimited, RepoRef
 from bot.logs import delivery_context, run_context
 from bot.messages import (
+    ReadFirst,
     RunReport,
     commit_message,
     failure_comment,
@@ -213,7 +214,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
     # A cancel is honoured up to the push; after an accepted push the PR steps finish.
     return publish_pull(rt, trigger, generation, coordinator, host, result.snapshot, status,
                         recorder, title=pull_title(issue.title), body=pr_body(report),
-                        base=default_branch, message=message)
+                        base=default_branch, message=message,
+                        careful=bool(report.read_first))
 
 
 def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
@@ -249,6 +251,8 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         verdict_notes=result.verdict.notes if result.verdict else [],
         new_tests=result.verdict.new_tests_summary() if result.verdict else "",
         setup_note=result.setup_note, setup_command=result.setup_command or "",
+        read_first=[ReadFirst(f.path, f.line, f.what, f.why)
+                    for f in (result.verdict.read_first if result.verdict else [])],
     )
 
 

@@ -84,6 +84,10 @@ class ChangeFlag:
     kind: str  # a key of WHY
     what: str  # what the line does, in a few words with the code
 
+    @property
+    def why(self) -> str:
+        return WHY[self.kind]
+
     def text(self) -> str:
         return f"{self.path}, line {self.line}: {self.what} ({WHY[self.kind]})"
 
