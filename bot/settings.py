@@ -230,23 +230,42 @@ class LimitSettings(BaseSettings):
 
 
 class SetupSettings(BaseSettings):
-    """Where a run's setup phase installs packages from (that phase only, as PIP_* vars).
+    """Where a run's setup phase installs packages from, and what else it may reach.
 
-    A local path among them (a directory, a file:// URL) is bound into it read-only."""
+    The index URLs (and any credentials in them) stay on the host: the setup phase's pip
+    talks to a host-side endpoint that fetches from them (sandbox/index_endpoint.py)."""
 
     model_config = _SOURCES
 
     pip_index_url: str | None = Field(
         default=None, alias="FROGNANO_PIP_INDEX_URL",
-        description="pip's index for setup (`PIP_INDEX_URL`); default PyPI, through the "
-                    "setup phase's egress proxy.")
+        description="pip's index for setup; default PyPI. Fetched by the host (credentials "
+                    "in the URL never enter the sandbox); http(s) or `file://`.")
     pip_extra_index_url: str | None = Field(
         default=None, alias="FROGNANO_PIP_EXTRA_INDEX_URL",
-        description="More indexes, space-separated (`PIP_EXTRA_INDEX_URL`); a `file://` "
-                    "index `…/simple` is bound with its parent, where its files live.")
+        description="More indexes, space-separated, fetched the same way.")
     pip_find_links: str | None = Field(
         default=None, alias="FROGNANO_PIP_FIND_LINKS",
-        description="Wheel directories or URLs, space-separated (`PIP_FIND_LINKS`).")
+        description="Wheel directories or URLs, space-separated (`PIP_FIND_LINKS`), "
+                    "fetched the same way.")
+    setup_egress_hosts: str | None = Field(
+        default=None, alias="FROGNANO_SETUP_EGRESS_HOSTS",
+        description="More hosts the setup phase's HTTPS proxy may reach, comma- or "
+                    "space-separated (`.example.com` also allows its subdomains); besides "
+                    "them only the indexes' hosts (PyPI's two by default).")
+    setup_egress_allow: str | None = Field(
+        default=None, alias="FROGNANO_SETUP_EGRESS_ALLOW",
+        description="Networks (CIDRs, comma-separated) those hosts may resolve to besides "
+                    "public addresses; the host's own and NAT64/6to4 forms are refused "
+                    "otherwise.")
+    https_proxy: str | None = Field(
+        default=None, alias="HTTPS_PROXY",
+        description="The host's outbound proxy: the index fetches go through it, and the "
+                    "setup phase's proxy chains to it.")
+    no_proxy: str | None = Field(
+        default=None, alias="NO_PROXY",
+        description="Hosts reached without `HTTPS_PROXY` (comma-separated, as curl reads "
+                    "it).")
 
 
 class DashboardSettings(BaseSettings):

@@ -305,6 +305,10 @@ def _report(result: SolveResult, console: Console) -> None:
                       f"{shown(verdict.new_tests_summary())}", highlight=False)
         for note in verdict.notes:
             console.print(f"  note: {shown(note)}", highlight=False)
+        # What no test run tells from a fix: before the warnings, as in the PR body.
+        for flag in verdict.read_first:
+            console.print(f"[bold red]read this first:[/bold red] {shown(flag.text())}",
+                          highlight=False)
     for reason in result.suspicious:
         label = "refused" if verdict is not None and reason in verdict.reasons else "warning"
         console.print(f"[bold yellow]{label}:[/bold yellow] {shown(reason)}", highlight=False)
