@@ -76,9 +76,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         model_slots=settings.model_slots,
         max_parallel_attempts=settings.max_parallel_attempts,
         seed=settings.seed,
-        package_index=PackageIndex.from_settings(settings.pip_index_url,
-                                                 settings.pip_extra_index_url,
-                                                 settings.pip_find_links),
+        package_index=PackageIndex.from_settings(settings),
     )
 
 

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sandbox.egress import OutboundProxy
+from sandbox.index_endpoint import PackageSources
+
 
 class SandboxError(Exception):
     """Infrastructure failure of the sandbox itself (not a failing tool call)."""
@@ -47,6 +50,9 @@ class ExecResult:
     timed_out: bool = False
     seconds: float = 0.0
     truncated: bool = False
+    # What the setup phase's network helpers refused or could not fetch (a NetworkLog's
+    # lines): for the transcript and the setup's failure message.
+    network_log: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -78,12 +84,19 @@ class SandboxConfig:
     # concurrent sandboxes do not share one process limit.
     sandbox_uid: int | None = None
     sandbox_gid: int | None = None
-    # Networks the setup phase may reach besides public addresses (CIDRs; also
-    # FROGNANO_SETUP_EGRESS_ALLOW), e.g. a private package index: sandbox/egress.py.
+    # The setup phase's way out (sandbox/egress.py): the hosts a CONNECT may name besides
+    # the package indexes' (FROGNANO_SETUP_EGRESS_HOSTS), networks their addresses may lie
+    # in besides public ones (CIDRs, FROGNANO_SETUP_EGRESS_ALLOW), and the host's own
+    # outbound proxy (HTTPS_PROXY, NO_PROXY), which the proxy and the index endpoint use.
+    egress_hosts: tuple[str, ...] = ()
     egress_allow: tuple[str, ...] = ()
+    outbound_proxy: OutboundProxy = field(default_factory=OutboundProxy)
+    # Where the setup phase's pip finds packages: reached by the host-side index endpoint
+    # (sandbox/index_endpoint.py), so the URLs and their credentials stay on the host.
+    package_sources: PackageSources = field(default_factory=PackageSources)
     # The setup phase's alone (`exec(network=True)`), never the agent's or the tests':
-    # variables such as PIP_INDEX_URL, and host directories bound read-only for them
-    # (a local package index), so the agent cannot read what setup was given.
+    # variables, and host directories bound read-only for them, so the agent cannot read
+    # what setup was given. Never a secret: setup runs the repository's code.
     setup_env: dict[str, str] = field(default_factory=dict)
     setup_ro_binds: list[Path] = field(default_factory=list)
 

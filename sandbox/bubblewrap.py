@@ -21,8 +21,9 @@ from pathlib import Path
 
 from sandbox import cgroup, seccomp
 from sandbox.base import SandboxConfig, SandboxError, SandboxLimits, SandboxUnavailable
-from sandbox.egress import EgressProxy
+from sandbox.egress import EgressPolicy, EgressProxy, NetworkLog, SocketService
 from sandbox.enforcement import describe
+from sandbox.index_endpoint import INDEX_PORT, IndexEndpoint
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
 from sandbox.uid_pool import POOL_BASE, UidLease, passwd_lines
 from sandbox.usage_watch import UsageWatch
@@ -36,6 +37,7 @@ PRIVATE = "/frognano"
 RUNNER_INSIDE = "/run/frognano/runner.py"
 EGRESS_INSIDE = "/run/frognano/egress.sock"
 EGRESS_PORT = 3128  # inside the setup sandbox's own network namespace: nobody else's
+INDEX_INSIDE = "/run/frognano/index.sock"
 TMPFS_INSIDE = ("/tmp", "/dev/shm")  # memory, not disk: counted against memory_bytes
 log = logging.getLogger(__name__)
 # Top-level system paths that are symlinks into /usr on merged-/usr distributions.
@@ -245,10 +247,11 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         return env
 
     def bwrap_argv(self, *, network: bool, seccomp_fd: int | None = None,
-                   egress: Path | None = None) -> list[str]:
-        """`network`: the setup phase, in a network namespace of its own whose only way
-        out is the host's egress proxy at `egress` (sandbox/egress.py), never the host's
-        own network namespace (its loopback services and abstract sockets)."""
+                   egress: Path | None = None, index: Path | None = None) -> list[str]:
+        """`network`: the setup phase, in a network namespace of its own whose only ways
+        out are the host's egress proxy at `egress` (sandbox/egress.py) and its package
+        index endpoint at `index` (sandbox/index_endpoint.py), never the host's own
+        network namespace (its loopback services and abstract sockets)."""
         limits = self.config.limits
         workspace = self.config.workspace.resolve()
         # --disable-userns: no nested user namespace, where the commands would get back
@@ -266,6 +269,9 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 env[name] = proxy
             env["no_proxy"] = env["NO_PROXY"] = "localhost,127.0.0.1,::1"
+            if index is not None:
+                env.update(self.config.package_sources.sandbox_env(
+                    f"http://127.0.0.1:{INDEX_PORT}"))
             env.update(self.config.setup_env)
         for key, value in env.items():
             argv += ["--setenv", key, value]
@@ -293,6 +299,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
                  "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE]
         if egress is not None:
             argv += ["--ro-bind", str(egress), EGRESS_INSIDE]
+        if index is not None:
+            argv += ["--ro-bind", str(index), INDEX_INSIDE]
         # After /tmp and /var/tmp exist: an extra bind may live under either. Inside,
         # /var/tmp is a link to /tmp, which bwrap does not create mount points through:
         # /var/tmp/x is bound at /tmp/x, where the link leads.
@@ -312,41 +320,60 @@ class BubblewrapSandbox(RunnerBackedSandbox):
                  "--bash-chars", str(limits.max_output_chars)]
         if egress is not None:
             argv += ["--egress-socket", EGRESS_INSIDE, "--egress-port", str(EGRESS_PORT)]
+        if index is not None:
+            argv += ["--index-socket", INDEX_INSIDE, "--index-port", str(INDEX_PORT)]
         return argv
 
     def _spawn(self, *, network: bool) -> RunnerProcess:
         self._check_bind_sources()
         drop = (self.uid, self.gid) if self.as_root else None
         join = self._cgroup.join if self._cgroup is not None else None
-        proxy = EgressProxy(self.uid, self.gid, self.config.egress_allow) if network \
-            else None
+        network_log = NetworkLog()
+        proxy, endpoint = self._network_helpers(network_log) if network else (None, None)
+        helpers: list[SocketService] = [h for h in (proxy, endpoint) if h is not None]
         filter_fd = seccomp.program_fd()
-        if filter_fd is None:
-            if proxy is not None:
-                proxy.close()
-            raise SandboxUnavailable(f"no seccomp filter for this machine "
-                                     f"({platform.machine()}): the sandbox would share "
-                                     "the worker's kernel keyring; not starting it")
         try:
-            if proxy is not None:
-                proxy.check()
+            if filter_fd is None:
+                raise SandboxUnavailable(f"no seccomp filter for this machine "
+                                         f"({platform.machine()}): the sandbox would share "
+                                         "the worker's kernel keyring; not starting it")
+            for helper in helpers:
+                helper.check()
             runner = RunnerProcess(
                 self.bwrap_argv(network=network, seccomp_fd=filter_fd,
-                                egress=proxy.path if proxy else None),
+                                egress=proxy.path if proxy else None,
+                                index=endpoint.path if endpoint else None),
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                 cwd="/", pass_fds=(filter_fd,),
                 preexec_fn=_rlimits(self.config.limits, processes=True, join=join,
                                     drop_to=drop),
             )
         except BaseException:
-            if proxy is not None:
-                proxy.close()
+            for helper in helpers:
+                helper.close()
             raise
         finally:
-            os.close(filter_fd)
-        if proxy is not None:
-            runner.on_kill.append(proxy.close)
+            if filter_fd is not None:
+                os.close(filter_fd)
+        runner.on_kill.extend(helper.close for helper in helpers)
+        runner.network_log = network_log
         return runner
+
+    def _network_helpers(self, network_log: NetworkLog
+                         ) -> tuple[EgressProxy, IndexEndpoint]:
+        """The setup phase's two ways out, on the host: the CONNECT proxy (the indexes'
+        hosts and the operator's) and the package index endpoint."""
+        config = self.config
+        policy = EgressPolicy.build([*config.package_sources.hosts(), *config.egress_hosts],
+                                    config.egress_allow, config.outbound_proxy)
+        proxy = EgressProxy(self.uid, self.gid, policy, network_log)
+        try:
+            endpoint = IndexEndpoint(config.package_sources, self.uid, self.gid,
+                                     proxy=config.outbound_proxy, network_log=network_log)
+        except BaseException:
+            proxy.close()
+            raise
+        return proxy, endpoint
 
     def _check_bind_sources(self) -> None:
         """Before every spawn: the read-write binds are the host's real directories and

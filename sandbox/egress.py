@@ -1,4 +1,4 @@
-"""The setup phase's only way out: an HTTPS (CONNECT) proxy to public addresses.
+"""The setup phase's only way out: an HTTPS (CONNECT) proxy to the package indexes' hosts.
 
 Setup runs repository code (`pip install -e .` runs setup.py) with network access. In
 the host's network namespace it could reach everything the host reaches without a
@@ -8,21 +8,30 @@ the receiver, a local model server, PostgreSQL, the cloud metadata service
 of the host. So the setup sandbox gets a network namespace of its own (loopback only)
 and a unix socket, bound in, to this proxy on the host; the runner inside relays
 127.0.0.1:EGRESS_PORT to it and `https_proxy`/`http_proxy` point there (pip, uv, git,
-curl, npm, cargo and go honour them).
+curl, npm, cargo and go honour them). pip itself talks to the host-side index endpoint
+(sandbox/index_endpoint.py), which holds the index URLs and their credentials.
 
-The proxy resolves the name itself and connects only to globally routable addresses
-(`ipaddress.is_global`: no loopback, private, link-local, CGNAT or reserved ranges),
-to the address it checked (no second lookup, so no DNS rebinding), plus networks the
-operator allows in FROGNANO_SETUP_EGRESS_ALLOW (comma-separated CIDRs, e.g. a private
-package index). Only CONNECT is served: plain-http requests get 405 (pip, npm and git
-use https). Not covered: what public hosts the setup talks to (exfiltrating what the
-sandbox holds, the repository, is possible; it holds no secret of the host's).
+Any public address would be a way to send the repository (and whatever else setup can
+read) anywhere, so a CONNECT must name an allowed host (`EgressPolicy.hosts`: the
+indexes' hosts, PyPI's two by default, and FROGNANO_SETUP_EGRESS_HOSTS), and every
+address that name resolves to must be public (`ipaddress.is_global`), not one this host
+can bind (its own public address reaches every service listening on 0.0.0.0), and not an
+IPv6 form that carries an IPv4 address (NAT64, 6to4, Teredo, mapped: they lead back to
+private IPv4 space through a translator), unless it lies in a network the operator allows
+(FROGNANO_SETUP_EGRESS_ALLOW). The proxy connects to the address it checked (no second
+lookup, so no DNS rebinding), or, when the host must go through an outbound proxy of its
+own (HTTPS_PROXY), asks that proxy for the same host:port. Only CONNECT is served:
+plain-http requests get 405. Every refusal is kept in the run's `NetworkLog`, which the
+setup's result and its failure message carry, and logged here.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import errno
 import ipaddress
+import logging
 import os
 import shutil
 import socket
@@ -30,67 +39,217 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-ENV_ALLOW = "FROGNANO_SETUP_EGRESS_ALLOW"
 SOCKET_NAME = "egress.sock"
 HEAD_MAX_BYTES = 8192
 CONNECT_TIMEOUT_SECONDS = 15.0
 MAX_CONNECTIONS = 64
+MAX_LOG_LINES = 50
+PYPI_HOSTS = ("pypi.org", "files.pythonhosted.org")
+HOSTS_SETTING = "FROGNANO_SETUP_EGRESS_HOSTS"
+ALLOW_SETTING = "FROGNANO_SETUP_EGRESS_ALLOW"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+# IPv6 prefixes that embed an IPv4 address and lead to it through a translator or a
+# tunnel: 64:ff9b::/96 and 64:ff9b:1::/48 (NAT64), 2002::/16 (6to4), 2001::/32 (Teredo),
+# ::ffff:0:0/96 (mapped), ::ffff:0:0:0/96 (SIIT translated), ::/96 (IPv4-compatible).
+TRANSITION_NETWORKS: tuple[ipaddress.IPv6Network, ...] = tuple(
+    ipaddress.IPv6Network(text) for text in (
+        "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32", "::ffff:0:0/96",
+        "::ffff:0:0:0/96", "::/96"))
+log = logging.getLogger(__name__)
 
 
-def allowed_networks(extra: Iterable[str] = ()) -> list[Network]:
-    """The operator's extra networks (FROGNANO_SETUP_EGRESS_ALLOW) and `extra`."""
-    items = [*os.environ.get(ENV_ALLOW, "").split(","), *extra]
-    return [ipaddress.ip_network(item.strip(), strict=False) for item in items if item.strip()]
+class NetworkLog:
+    """What the setup phase's network helpers refused or could not fetch, one line each,
+    for the run's transcript and the setup's failure message: bounded, deduplicated."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._seen: set[str] = set()  # bounded too: a hostile setup can vary every name
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def add(self, line: str) -> None:
+        line = printable(line)
+        with self._lock:
+            if line in self._seen:
+                return
+            if len(self._seen) < 20 * MAX_LOG_LINES:
+                self._seen.add(line)
+            if len(self._lines) >= MAX_LOG_LINES:
+                self._dropped += 1
+                return
+            self._lines.append(line)
+        log.warning("setup network: %s", line)
+
+    def lines(self) -> tuple[str, ...]:
+        with self._lock:
+            more = (f"... and {self._dropped} more",) if self._dropped else ()
+            return (*self._lines, *more)
 
 
-def destination_allowed(address: str, allow: Iterable[Network]) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is loopback
-    if any(ip in network for network in allow):
-        return True
-    return ip.is_global and not ip.is_multicast
+def printable(text: str, limit: int = 300) -> str:
+    """A name the sandbox chose, safe for a log line and a terminal."""
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
-class EgressProxy:
-    """One proxy per setup sandbox, on a unix socket in a directory only the sandbox uid
-    (and the host) can enter; `close()` stops it and removes the directory."""
+@dataclass(frozen=True)
+class OutboundProxy:
+    """The host's own outbound proxy (HTTPS_PROXY, NO_PROXY), for the index endpoint's
+    fetches and the CONNECT proxy alike."""
 
-    def __init__(self, uid: int, gid: int, allow: Iterable[str] = ()) -> None:
-        self.allow = allowed_networks(allow)
-        self.directory = Path(tempfile.mkdtemp(prefix="frognano-egress-"))
-        self.path = self.directory / SOCKET_NAME
-        self.refused: list[str] = []  # "host:port (why)", for the setup's log
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    url: str = ""
+    no_proxy: tuple[str, ...] = ()
+
+    def for_host(self, host: str) -> str:
+        """The proxy URL to reach `host` through, or "" to go direct."""
+        return "" if not self.url or bypasses(host, self.no_proxy) else self.url
+
+
+def bypasses(host: str, no_proxy: Iterable[str]) -> bool:
+    """curl's NO_PROXY rules: `*`, a domain and its subdomains, an address or a CIDR."""
+    host = host.lower().strip("[]").rstrip(".")
+    for entry in (e.strip().lower().rstrip(".") for e in no_proxy):
+        if not entry:
+            continue
+        if entry == "*" or host == entry.lstrip(".") or host.endswith("." + entry.lstrip(".")):
+            return True
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(host) in ipaddress.ip_network(entry, strict=False):
+                return True
+    return False
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    """Where a CONNECT may go: `hosts` (exact names or IP literals; `.example.com` also
+    matches its subdomains), whose addresses must pass `address_problem`."""
+
+    hosts: tuple[str, ...] = PYPI_HOSTS
+    allow: tuple[Network, ...] = ()
+    proxy: OutboundProxy = field(default_factory=OutboundProxy)
+
+    @classmethod
+    def build(cls, hosts: Iterable[str], allow: Iterable[str] = (),
+              proxy: OutboundProxy | None = None) -> EgressPolicy:
+        networks = tuple(ipaddress.ip_network(item.strip(), strict=False)
+                         for item in allow if item.strip())
+        names = tuple(dict.fromkeys(h.strip().lower() for h in hosts if h.strip()))
+        return cls(names, networks, proxy or OutboundProxy())
+
+
+def host_allowed(host: str, hosts: Iterable[str]) -> bool:
+    host = host.lower().strip("[]").rstrip(".")
+    literal = _ip(host)
+    for entry in hosts:
+        entry = entry.lower().strip("[]").rstrip(".")
+        if literal is not None:
+            if literal == _ip(entry):
+                return True
+        elif host == entry or (entry.startswith(".") and host.endswith(entry)):
+            return True
+    return False
+
+
+def _ip(text: str) -> Address | None:
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def host_can_bind(ip: Address) -> bool:
+    """Whether `ip` is this host's own (bind succeeds only for local addresses: every
+    interface's, 127.0.0.0/8, and routes of type local), read from the kernel itself."""
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
         try:
-            self._server.bind(str(self.path))
-            self._server.listen(16)
-            os.chmod(self.path, 0o666)  # connect() needs write; the 0700 directory guards
-            if os.geteuid() == 0 and uid != 0:
-                os.chown(self.directory, uid, gid)
-            os.chmod(self.directory, 0o700)
-        except OSError:
-            self.close()
-            raise
-        self._thread = threading.Thread(target=self._accept, daemon=True, name="egress")
+            probe.bind((str(ip), 0))
+        except OSError as exc:
+            return exc.errno != errno.EADDRNOTAVAIL  # anything else: assume it is ours
+    return True
+
+
+def address_problem(address: str, allow: Iterable[Network] = ()) -> str | None:
+    """Why the setup phase may not connect to `address`, or None when it may."""
+    ip = _ip(address)
+    if ip is None:
+        return "not an IP address"
+    if any(ip.version == network.version and ip in network for network in allow):
+        return None  # the operator's word, for a network they named
+    if isinstance(ip, ipaddress.IPv6Address) and any(ip in n for n in TRANSITION_NETWORKS):
+        return "an IPv6 form of an IPv4 address (NAT64, 6to4, Teredo, mapped)"
+    if ip.is_unspecified:
+        return "an address of this host"
+    if not ip.is_global or ip.is_multicast:
+        return "not a public address"
+    if host_can_bind(ip):  # a public address of this host's: its services listen there
+        return "an address of this host"
+    return None
+
+
+def describe_refusals(lines: Iterable[str]) -> str:
+    """The setup failure message's tail: what the network helpers refused, and how."""
+    found = list(lines)
+    return "; the setup's network: " + "; ".join(found) if found else ""
+
+
+def private_socket(prefix: str, name: str, uid: int, gid: int
+                   ) -> tuple[Path, Path, socket.socket]:
+    """A listening unix socket in a directory only the sandbox uid (and the host) can
+    enter: the directory, the socket's path, the socket."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    path = directory / name
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(path))
+        server.listen(16)
+        os.chmod(path, 0o666)  # connect() needs write; the 0700 directory guards
+        if os.geteuid() == 0 and uid != 0:
+            os.chown(directory, uid, gid)
+        os.chmod(directory, 0o700)
+    except OSError:
+        server.close()
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return directory, path, server
+
+
+class SocketService:
+    """A host-side service on a private unix socket (or, for the unsafe-local backend, on
+    127.0.0.1), a thread per connection up to MAX_CONNECTIONS; `close()` stops it."""
+
+    def __init__(self, uid: int, gid: int, prefix: str, name: str, *,
+                 tcp: bool = False) -> None:
+        self.directory: Path | None = None
+        self.port = 0
+        if tcp:
+            self._server = socket.create_server(("127.0.0.1", 0))
+            self.port = self._server.getsockname()[1]
+            self.path = Path()
+        else:
+            self.directory, self.path, self._server = private_socket(prefix, name, uid, gid)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._thread = threading.Thread(target=self._accept, daemon=True, name=prefix)
         self._thread.start()
 
     def check(self) -> None:
         """Before the bind: the socket is still ours, a socket, not a link."""
         info = os.lstat(self.path)
         if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.geteuid():
-            raise OSError(f"{self.path} is no longer the host's egress socket")
+            raise OSError(f"{self.path} is no longer the host's socket")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._server.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._server.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _accept(self) -> None:
         while True:
@@ -101,32 +260,51 @@ class EgressProxy:
             if not self._slots.acquire(blocking=False):
                 client.close()
                 continue
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+            threading.Thread(target=self._serve_one, args=(client,), daemon=True).start()
 
-    def _serve(self, client: socket.socket) -> None:
-        upstream: socket.socket | None = None
+    def _serve_one(self, client: socket.socket) -> None:
         try:
-            client.settimeout(CONNECT_TIMEOUT_SECONDS)
-            head = _read_head(client)
-            upstream = self._open(client, head)
-            if upstream is None:
-                return
+            self.serve(client)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                client.close()
+            self._slots.release()
+
+    def serve(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class EgressProxy(SocketService):
+    """One proxy per setup sandbox; what it refused goes to `log` (and `refused`)."""
+
+    def __init__(self, uid: int, gid: int, policy: EgressPolicy,
+                 network_log: NetworkLog | None = None) -> None:
+        self.policy = policy
+        self.log = network_log or NetworkLog()
+        self.refused: list[str] = []  # "host:port (why)"
+        super().__init__(uid, gid, "frognano-egress-", SOCKET_NAME)
+
+    def serve(self, client: socket.socket) -> None:
+        client.settimeout(CONNECT_TIMEOUT_SECONDS)
+        upstream = self._open(client, _read_head(client))
+        if upstream is None:
+            return
+        with upstream:
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             client.settimeout(None)
             upstream.settimeout(None)
             _relay(client, upstream)
-        except OSError:
-            pass
-        finally:
-            for sock in (client, upstream):
-                if sock is not None:
-                    with contextlib.suppress(OSError):
-                        sock.close()
-            self._slots.release()
+
+    def _refuse(self, client: socket.socket, target: str, why: str, setting: str) -> None:
+        line = f"refused CONNECT {target}: {why} ({setting} would allow it)"
+        self.refused.append(printable(f"{target} ({why})"))
+        self.log.add(line)
+        _answer(client, 403, line)
 
     def _open(self, client: socket.socket, head: bytes) -> socket.socket | None:
-        line = head.split(b"\r\n", 1)[0].decode("latin-1")
-        parts = line.split()
+        parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
         if len(parts) != 3 or parts[0].upper() != "CONNECT":
             _answer(client, 405, "only CONNECT (https) is proxied for the setup phase")
             return None
@@ -135,36 +313,83 @@ class EgressProxy:
         if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
             _answer(client, 400, "CONNECT needs host:port")
             return None
-        port = int(port_text)
+        port, target = int(port_text), printable(parts[1], 200)
+        if not host_allowed(host, self.policy.hosts):
+            self._refuse(client, target, "not a package index host",
+                         f"{HOSTS_SETTING}={printable(host, 200)}")
+            return None
+        return self._connect(client, host, port, target)
+
+    def _connect(self, client: socket.socket, host: str, port: int,
+                 target: str) -> socket.socket | None:
+        via = self.policy.proxy.for_host(host)
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
-            _answer(client, 502, f"cannot resolve {host}: {exc}")
-            return None
-        addresses = [str(info[4][0]) for info in infos]  # typed str | int (IPv6 tuples)
-        blocked = [a for a in addresses if not destination_allowed(a, self.allow)]
-        if blocked or not addresses:
-            self.refused.append(f"{host}:{port} ({', '.join(blocked)} is not public)")
-            _answer(client, 403, f"{host} resolves to {', '.join(blocked)}, not a public "
-                                 "address: the setup phase may reach public hosts only")
-            return None
-        family, kind, proto, _, address = infos[0]
-        upstream = socket.socket(family, kind, proto)
-        upstream.settimeout(CONNECT_TIMEOUT_SECONDS)
+            if not via:  # behind an outbound proxy, names may resolve only there
+                self.log.add(f"CONNECT {target}: cannot resolve {printable(host)}: {exc}")
+                _answer(client, 502, f"cannot resolve {host}: {exc}")
+                return None
+            infos = []
+        for info in infos:
+            address = str(info[4][0])
+            why = address_problem(address, self.policy.allow)
+            if why:
+                self._refuse(client, target, f"{host} resolves to {address}, {why}",
+                             f"{ALLOW_SETTING}={address}/{128 if ':' in address else 32}")
+                return None
         try:
-            upstream.connect(address)  # the address just checked: no second lookup
+            if via:
+                return _tunnel(via, host, port)
+            return _dial(infos[0])
         except OSError as exc:
-            upstream.close()
-            _answer(client, 502, f"cannot connect to {host}:{port}: {exc}")
+            self.log.add(f"CONNECT {target}: cannot connect: {exc}")
+            _answer(client, 502, f"cannot connect to {target}: {exc}")
             return None
-        return upstream
+
+
+def _dial(info: tuple) -> socket.socket:  # type: ignore[type-arg]
+    family, kind, proto, _, address = info
+    upstream = socket.socket(family, kind, proto)
+    upstream.settimeout(CONNECT_TIMEOUT_SECONDS)
+    try:
+        upstream.connect(address)  # the address just checked: no second lookup
+    except OSError:
+        upstream.close()
+        raise
+    return upstream
+
+
+def _tunnel(proxy_url: str, host: str, port: int) -> socket.socket:
+    """A CONNECT through the host's own outbound proxy (its credentials, if the URL
+    holds them, stay here); the socket once the proxy said 200."""
+    parts = urlsplit(proxy_url if "://" in proxy_url else f"http://{proxy_url}")
+    upstream = socket.create_connection((parts.hostname or "", parts.port or 3128),
+                                        timeout=CONNECT_TIMEOUT_SECONDS)
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
+    if parts.username is not None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        head += f"Proxy-Authorization: Basic {base64.b64encode(pair.encode()).decode()}\r\n"
+    try:
+        upstream.sendall((head + "\r\n").encode())
+        answer = _read_head(upstream)
+    except OSError:
+        upstream.close()
+        raise
+    status = answer.split(b"\r\n", 1)[0].decode("latin-1")
+    if status.split()[1:2] != ["200"]:
+        upstream.close()
+        raise OSError(f"the outbound proxy answered {printable(status, 100)}")
+    return upstream
 
 
 def _read_head(sock: socket.socket) -> bytes:
+    """Up to the blank line, one byte past it never: what follows belongs to the relay."""
     data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(1024)
-        if not chunk or len(data) + len(chunk) > HEAD_MAX_BYTES:
+    while not data.endswith(b"\r\n\r\n"):
+        chunk = sock.recv(1)
+        if not chunk or len(data) >= HEAD_MAX_BYTES:
             raise OSError("no complete request head")
         data += chunk
     return data

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from sandbox.base import SandboxConfig, SandboxLimits
 from sandbox.bubblewrap import interpreter
+from sandbox.egress import NetworkLog
+from sandbox.index_endpoint import IndexEndpoint
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ class LocalSandbox(RunnerBackedSandbox):
         for sub in ("home", "venv"):
             (self.config.private_dir / sub).mkdir(parents=True, exist_ok=True)
 
-    def environment(self, *, network: bool = False) -> dict[str, str]:
+    def environment(self, *, network: bool = False, index_port: int = 0) -> dict[str, str]:
         private = self.config.private_dir.resolve()
         host_path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
         env = {
@@ -56,15 +58,35 @@ class LocalSandbox(RunnerBackedSandbox):
         }
         env.update(self.config.env)
         if network:  # the setup phase's own; its paths are the host's already
+            if index_port:
+                env.update(self.config.package_sources.sandbox_env(
+                    f"http://127.0.0.1:{index_port}"))
             env.update(self.config.setup_env)
         return env
 
     def _spawn(self, *, network: bool) -> RunnerProcess:
         limits = self.config.limits
-        return RunnerProcess(
-            [self.python, "-I", "-S", str(RUNNER_PATH), "serve", "--workdir", self.workdir,
-             "--reap", "group", "--default-timeout", str(limits.default_timeout),
-             "--max-timeout", str(limits.max_timeout),
-             "--bash-chars", str(limits.max_output_chars)],
-            env=self.environment(network=network), cwd=self.workdir, preexec_fn=_rlimits(limits),
-        )
+        # The same index endpoint as bubblewrap's, on a port of the host's loopback: the
+        # index URLs stay out of the environment here too.
+        network_log = NetworkLog()
+        endpoint = IndexEndpoint(self.config.package_sources, os.getuid(), os.getgid(),
+                                 proxy=self.config.outbound_proxy, network_log=network_log,
+                                 tcp=True) if network else None
+        try:
+            runner = RunnerProcess(
+                [self.python, "-I", "-S", str(RUNNER_PATH), "serve", "--workdir",
+                 self.workdir, "--reap", "group",
+                 "--default-timeout", str(limits.default_timeout),
+                 "--max-timeout", str(limits.max_timeout),
+                 "--bash-chars", str(limits.max_output_chars)],
+                env=self.environment(network=network,
+                                     index_port=endpoint.port if endpoint else 0),
+                cwd=self.workdir, preexec_fn=_rlimits(limits))
+        except BaseException:
+            if endpoint is not None:
+                endpoint.close()
+            raise
+        if endpoint is not None:
+            runner.on_kill.append(endpoint.close)
+            runner.network_log = network_log
+        return runner

@@ -602,9 +602,10 @@ def _answer(reader: Any, writer: Any, key: bytes | None, single: bool) -> int:
             return 0
 
 
-def relay_egress(port: int, unix_path: str) -> None:
-    """The setup phase's proxy, inside: 127.0.0.1:`port` (what https_proxy names) is
-    relayed to the host's egress socket (sandbox/egress.py decides where it may go)."""
+def relay(port: int, unix_path: str) -> None:
+    """The setup phase's way out, inside: 127.0.0.1:`port` is relayed to a host socket,
+    the egress proxy's (what https_proxy names; sandbox/egress.py decides where it may
+    go) or the package index endpoint's (what PIP_INDEX_URL names)."""
     import socket
     import threading
 
@@ -638,7 +639,7 @@ def relay_egress(port: int, unix_path: str) -> None:
             client, _ = server.accept()
             threading.Thread(target=serve_one, args=(client,), daemon=True).start()
 
-    threading.Thread(target=accept, daemon=True, name="egress-relay").start()
+    threading.Thread(target=accept, daemon=True, name=f"relay-{port}").start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -653,9 +654,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd-out", type=int, help="reply pipe (default: stdout)")
     parser.add_argument("--egress-socket", help="the host's egress proxy (setup phase)")
     parser.add_argument("--egress-port", type=int, default=0)
+    parser.add_argument("--index-socket", help="the host's package index endpoint (setup)")
+    parser.add_argument("--index-port", type=int, default=0)
     options = parser.parse_args(argv)
     if options.egress_socket:
-        relay_egress(options.egress_port, options.egress_socket)
+        relay(options.egress_port, options.egress_socket)
+    if options.index_socket:
+        relay(options.index_port, options.index_socket)
     Settings.reap = options.reap
     Settings.default_timeout = options.default_timeout
     Settings.max_timeout = options.max_timeout

@@ -36,7 +36,8 @@ from sandbox.base import SandboxError
 spec = json.loads(sys.stdin.read())
 config = SandboxConfig(workspace=Path(spec["workspace"]), private_dir=Path(spec["private"]),
                        limits=SandboxLimits(**spec["limits"]),
-                       egress_allow=tuple(spec.get("egress_allow", ())))
+                       egress_allow=tuple(spec.get("egress_allow", ())),
+                       egress_hosts=tuple(spec.get("egress_hosts", ())))
 answers = []
 with open_sandbox("bubblewrap", config) as sb:
     for kind, arg in spec["steps"]:
@@ -90,11 +91,12 @@ def worker_home(worker: str) -> Iterator[tuple[Path, int]]:
 
 def run_steps(worker: str, root: Path, uid: int, steps: list[tuple[str, str]],
               limits: SandboxLimits | None = None, timeout: float = 300,
-              egress_allow: tuple[str, ...] = ()) -> Outcome:
+              egress_allow: tuple[str, ...] = (),
+              egress_hosts: tuple[str, ...] = ()) -> Outcome:
     workspace = root / "ws" if (root / "ws").exists() else make_git_workspace(root)
     spec = {"workspace": str(workspace), "private": str(root / "private"),
             "limits": asdict(limits or SandboxLimits()), "steps": steps,
-            "egress_allow": list(egress_allow)}
+            "egress_allow": list(egress_allow), "egress_hosts": list(egress_hosts)}
     if worker == "root":
         python, user = sys.executable, None
     else:

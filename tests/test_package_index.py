@@ -1,7 +1,11 @@
-"""FROGNANO_PIP_*: what the setup phase gets, and that only the setup phase gets it.
+"""FROGNANO_PIP_* and the setup egress settings: what the sandbox is built with, and that
+the index URLs (and the token in one) stay on the host while the setup phase's pip still
+installs from them.
 
-The sandbox half runs real bubblewrap: the agent's own Bash call and a harness command
-without network look for the index and its variable, and must find neither.
+The sandbox half runs real bubblewrap and real pip against a private index behind basic
+auth (tests/private_index.py): setup installs a package only that index has, and neither
+setup, the agent's own Bash call nor a harness command without network finds the token,
+the index's URL or the local index directory.
 """
 
 from __future__ import annotations
@@ -10,60 +14,74 @@ from pathlib import Path
 
 import pytest
 
+from bot.settings import BotSettings
 from sandbox import SandboxConfig, open_sandbox
+from sandbox.index_endpoint import PackageSources
+from tests.private_index import make_wheel, private_index
 from tests.sandbox_support import HAVE_BWRAP, make_git_workspace, reachable_dir
 from workers.package_index import PackageIndex
 
+TOKEN = "tok-8d2e61"
 
-def test_settings_become_pip_variables_and_local_directories(tmp_path: Path) -> None:
-    (tmp_path / "idx" / "simple").mkdir(parents=True)
-    (tmp_path / "wheels").mkdir()
-    index = PackageIndex.from_settings(
-        f"file://{tmp_path}/idx/simple",
-        " https://example.org/simple  ", f"{tmp_path}/wheels file://{tmp_path}/gone")
-    assert index.env() == {"PIP_INDEX_URL": f"file://{tmp_path}/idx/simple",
-                           "PIP_EXTRA_INDEX_URL": "https://example.org/simple",
-                           "PIP_FIND_LINKS": f"{tmp_path}/wheels file://{tmp_path}/gone"}
-    # A PEP 503 index links to ../../files: its root is bound; a URL is not a path; a
-    # directory that does not exist is not bound (bwrap would fail the whole setup).
-    assert index.local_paths() == [(tmp_path / "idx").resolve(),
-                                   (tmp_path / "wheels").resolve()]
-    assert PackageIndex.from_settings(None, "", None).env() == {}
+
+def test_settings_become_the_sandboxs_network_config(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+            "FROGNANO_PIP_INDEX_URL": f"https://ci:{TOKEN}@pypi.corp/simple",
+            "FROGNANO_PIP_EXTRA_INDEX_URL": " file:///opt/pypi/simple  https://x.example/s ",
+            "FROGNANO_PIP_FIND_LINKS": "/opt/wheels",
+            "FROGNANO_SETUP_EGRESS_HOSTS": "github.com, .corp.example",
+            "FROGNANO_SETUP_EGRESS_ALLOW": "10.0.0.0/8",
+            "HTTPS_PROXY": "http://proxy.corp:3128", "NO_PROXY": "pypi.corp,.internal",
+            "FROGNANO_STATE_DIR": str(tmp_path / "state")}.items():
+        monkeypatch.setenv(name, value)
+    fields = PackageIndex.from_settings(BotSettings(_env_file=None)).sandbox_fields()
+    sources = fields["package_sources"]
+    assert sources.index_url == f"https://ci:{TOKEN}@pypi.corp/simple"
+    assert sources.extra_index_urls == ("file:///opt/pypi/simple", "https://x.example/s")
+    assert sources.find_links == ("/opt/wheels",)
+    assert sources.cache_dir == (tmp_path / "state" / "package-cache").resolve()
+    assert fields["egress_hosts"] == ("github.com", ".corp.example")
+    assert fields["egress_allow"] == ("10.0.0.0/8",)
+    assert fields["outbound_proxy"].url == "http://proxy.corp:3128"
+    assert fields["outbound_proxy"].no_proxy == ("pypi.corp", ".internal")
+    # Inside, pip is told the endpoint's paths: no URL, no token, no local path.
+    inside = " ".join(sources.sandbox_env("http://127.0.0.1:3141").values())
+    assert TOKEN not in inside and "corp" not in inside and "/opt" not in inside
+    default = PackageIndex().sandbox_fields()["package_sources"]
+    assert default == PackageSources() and default.hosts() == ("pypi.org",
+                                                               "files.pythonhosted.org")
+
+
+PROBE = ("env | sort; cat /proc/self/environ | tr '\\0' '\\n' | grep -c PIP_ || true; "
+         "ls /opt/pypi 2>&1 | head -1; grep -rs {token} /frognano /tmp /etc /run 2>/dev/null "
+         "| head -3 || true")
+INSTALL = ("python3 -m venv /tmp/v && /tmp/v/bin/pip install --no-deps corp-helper 2>&1 "
+           "| tail -2 && /tmp/v/bin/python -c 'import corp_helper; print(corp_helper.VALUE)'")
 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
-def test_only_the_setup_phase_sees_the_index() -> None:
+@pytest.mark.parametrize("backend", ["bubblewrap", "unsafe-local"])
+def test_setup_installs_from_a_private_index_it_never_sees(backend: str) -> None:
     with reachable_dir() as root:
-        index_dir = root / "index"
-        index_dir.mkdir()
-        (index_dir / "marker.txt").write_text("the index\n")
-        (index_dir / "marker.txt").chmod(0o666)  # only the read-only bind keeps it
-        index_dir.chmod(0o755)
-        config = SandboxConfig(workspace=make_git_workspace(root), private_dir=root / "private",
-                               setup_env={"PIP_INDEX_URL": f"file://{index_dir}"},
-                               setup_ro_binds=[index_dir])
-        probe = f'echo "var=${{PIP_INDEX_URL:-none}}"; cat {index_dir}/marker.txt || true'
-        with open_sandbox("bubblewrap", config) as sandbox:
-            setup = sandbox.exec(probe, network=True)
-            tests = sandbox.exec(probe)
-            agent = sandbox.run_tool("Bash", {"command": probe})
-            write = sandbox.exec(f"echo x > {index_dir}/marker.txt", network=True)
-        after = (index_dir / "marker.txt").read_text()
-    assert setup.ok, setup
-    assert f"var=file://{index_dir}" in setup.stdout and "the index" in setup.stdout
-    for seen in (tests.stdout + tests.stderr, agent):
-        assert "var=none" in seen and "the index" not in seen, seen
-    assert not write.ok, "bound read-only"
-    assert after == "the index\n"
-
-
-def test_unsafe_local_gives_the_variables_to_setup_alone() -> None:
-    with reachable_dir() as root:
-        config = SandboxConfig(workspace=make_git_workspace(root), private_dir=root / "private",
-                               setup_env={"PIP_INDEX_URL": "file:///nowhere"})
-        probe = 'echo "var=${PIP_INDEX_URL:-none}"'
-        with open_sandbox("unsafe-local", config) as sandbox:
-            setup, tests = sandbox.exec(probe, network=True), sandbox.exec(probe)
-            agent = sandbox.run_tool("Bash", {"command": probe})
-    assert "var=file:///nowhere" in setup.stdout
-    assert "var=none" in tests.stdout and "var=none" in agent
+        wheel = make_wheel(root, "corp-helper", "1.0", "VALUE = 42\n")
+        with private_index(TOKEN, [wheel]) as index:
+            sources = PackageSources(index.url, ("file:///opt/pypi/simple",))
+            config = SandboxConfig(workspace=make_git_workspace(root),
+                                   private_dir=root / "private", package_sources=sources)
+            with open_sandbox(backend, config) as sandbox:
+                install = sandbox.exec(INSTALL, network=True, timeout=120)
+                setup = sandbox.exec(PROBE.format(token=TOKEN), network=True)
+                tests = sandbox.exec(PROBE.format(token=TOKEN))
+                agent = sandbox.run_tool("Bash", {"command": PROBE.format(token=TOKEN)})
+    assert install.ok and install.stdout.strip().endswith("42"), install
+    assert any(r["path"].startswith("/files/corp_helper") and r["authorized"]
+               for r in index.requests), index.requests
+    assert "PIP_INDEX_URL=http://127.0.0.1:" in setup.stdout, setup
+    for seen in (install.stdout + install.stderr, setup.stdout + setup.stderr,
+                 tests.stdout + tests.stderr, agent):
+        assert TOKEN not in seen and f":{index.port}" not in seen, seen
+    for seen in (tests.stdout, agent):
+        assert "PIP_INDEX_URL" not in seen, seen
+    if backend == "bubblewrap":  # the file:// index is read by the host, never bound
+        assert "No such file or directory" in setup.stdout, setup

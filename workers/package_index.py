@@ -1,16 +1,28 @@
-"""Where the setup phase's pip finds packages (FROGNANO_PIP_*), as that phase sees it.
+"""What the setup phase may reach (FROGNANO_PIP_*, FROGNANO_SETUP_EGRESS_*, HTTPS_PROXY),
+as the sandbox is configured for it.
 
-Given to `exec(network=True)` only (SandboxConfig.setup_env and setup_ro_binds): pip's own
-variables, and the local directories among them bound read-only, so a machine without
-internet (or with a private index) can still run the inferred `pip install`. The agent
-phase and the tests never see them.
+The index URLs go to the host-side index endpoint (sandbox/index_endpoint.py), never into
+the sandbox: a URL may hold a token, and setup runs the repository's code. The endpoint's
+download cache lives in the state directory, shared by every run and written by the host
+alone. The egress proxy's host list is the indexes' hosts plus the operator's.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from typing import Any
+
+from bot.settings import BotSettings
+from sandbox.egress import OutboundProxy
+from sandbox.index_endpoint import PYPI_SIMPLE, PackageSources
+
+CACHE_DIR_NAME = "package-cache"
+
+
+def _items(text: str | None) -> tuple[str, ...]:
+    return tuple(item for item in re.split(r"[\s,]+", text or "") if item)
 
 
 @dataclass(frozen=True)
@@ -18,41 +30,33 @@ class PackageIndex:
     index_url: str = ""
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
+    egress_hosts: tuple[str, ...] = ()
+    egress_allow: tuple[str, ...] = ()
+    https_proxy: str = ""
+    no_proxy: tuple[str, ...] = ()
+    cache_dir: Path | None = None
 
     @classmethod
-    def from_settings(cls, index_url: str | None, extra_index_url: str | None,
-                      find_links: str | None) -> PackageIndex:
+    def from_settings(cls, settings: BotSettings) -> PackageIndex:
         """The settings' values; pip separates several entries with spaces."""
-        return cls((index_url or "").strip(), tuple((extra_index_url or "").split()),
-                   tuple((find_links or "").split()))
+        return cls((settings.pip_index_url or "").strip(),
+                   tuple((settings.pip_extra_index_url or "").split()),
+                   tuple((settings.pip_find_links or "").split()),
+                   egress_hosts=_items(settings.setup_egress_hosts),
+                   egress_allow=_items(settings.setup_egress_allow),
+                   https_proxy=(settings.https_proxy or "").strip(),
+                   no_proxy=_items(settings.no_proxy),
+                   cache_dir=settings.state_dir.expanduser().resolve() / CACHE_DIR_NAME)
 
-    def env(self) -> dict[str, str]:
-        values = {"PIP_INDEX_URL": self.index_url,
-                  "PIP_EXTRA_INDEX_URL": " ".join(self.extra_index_urls),
-                  "PIP_FIND_LINKS": " ".join(self.find_links)}
-        return {name: value for name, value in values.items() if value}
+    def sources(self) -> PackageSources:
+        return PackageSources(self.index_url or PYPI_SIMPLE, self.extra_index_urls,
+                              self.find_links, self.cache_dir)
 
-    def local_paths(self) -> list[Path]:
-        """Host directories the entries name. A PEP 503 index `<root>/simple` links to
-        its files by relative URLs (`../../files/…`), so its root is bound with it."""
-        paths: list[Path] = []
-        for entry in (self.index_url, *self.extra_index_urls, *self.find_links):
-            path = _local(entry)
-            if path is None:
-                continue
-            if path.name == "simple" and entry not in self.find_links:
-                path = path.parent
-            if path.exists() and path not in paths:
-                paths.append(path)
-        return paths
+    def sandbox_fields(self) -> dict[str, Any]:
+        """The SandboxConfig fields for the setup phase's network."""
+        return {"package_sources": self.sources(), "egress_hosts": self.egress_hosts,
+                "egress_allow": self.egress_allow,
+                "outbound_proxy": OutboundProxy(self.https_proxy, self.no_proxy)}
 
 
-NO_INDEX = PackageIndex()  # pip's defaults: PyPI through the egress proxy
-
-
-def _local(entry: str) -> Path | None:
-    if entry.startswith("file:"):
-        return Path(unquote(urlparse(entry).path)).resolve()
-    if entry.startswith("/"):
-        return Path(entry).resolve()
-    return None
+NO_INDEX = PackageIndex()  # PyPI through the index endpoint, no cache

@@ -135,11 +135,13 @@ def test_setup_phase_cannot_reach_host_services(
 
 def test_setup_phase_reaches_what_the_operator_allows(scorecard: Recorder) -> None:
     """The egress proxy is a working way out: curl through it (CONNECT, as pip and git
-    use it) reaches a server on an address the operator allowed (127.0.0.2 standing in
-    for a public host), and nothing else on that host's loopback."""
+    use it) reaches a server on a host the operator listed, at an address they allowed
+    (127.0.0.2 standing in for a private mirror), and nothing else on that host's
+    loopback."""
     record = scorecard("6l-setup-network-allowed",
                        "Setup phase: the egress proxy carries allowed traffic",
-                       "through the proxy, curl reaches an allowed server; without it, "
+                       "through the proxy, curl reaches a listed host on an allowed "
+                       "network; without it, "
                        "nothing: the sandbox's network namespace is its own")
     import http.server
 
@@ -152,7 +154,7 @@ def test_setup_phase_reaches_what_the_operator_allows(scorecard: Recorder) -> No
                 ("setup", f"curl -sS -m 10 -p -o /dev/null -w '%{{http_code}}' "
                           f"http://127.0.0.2:{port}/"),
                 ("setup", f"curl -sS -m 5 --noproxy '*' http://127.0.0.2:{port}/; echo $?"),
-            ], egress_allow=("127.0.0.2/32",))
+            ], egress_allow=("127.0.0.2/32",), egress_hosts=("127.0.0.2",))
     finally:
         server.shutdown()
         server.server_close()

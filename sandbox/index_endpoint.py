@@ -1,0 +1,434 @@
+"""The setup phase's package index: a host-side endpoint that alone holds the real indexes.
+
+pip in the setup sandbox is given `http://127.0.0.1:INDEX_PORT/...` (the runner relays that
+port to this endpoint's unix socket, as it does the egress proxy's), never the operator's
+index URLs: those may carry a token (`https://user:TOKEN@pypi.corp/simple`) that the
+repository's setup.py could read and send out. The endpoint fetches from the real indexes
+(http(s) with the credentials, which go to their own origin only, through the host's
+outbound proxy; or `file://` directories, which are then never bound into the sandbox)
+and serves their project pages rebuilt: every file link points back here, to an entry of
+a table that only pages it served fill, so the sandbox fetches what an index links and
+nothing else (no URL of its choosing, no path outside a project's page).
+
+A file whose link gives a sha256 goes through a download cache that runs share
+(`cache_dir`: written here only, never bound into a sandbox), named by that hash and
+stored only once its bytes matched it. An index that fails (401, DNS, a timeout) gives pip
+a 502 whose reason names it, credentials left out, and a line in the run's NetworkLog.
+
+Written here rather than taken from PyPI: proxpi (Flask) reads its configuration from
+the environment at import and has no `file://` upstream; devpi-server is a server with a
+database of its own; pypiserver serves local directories only. And sandbox/ imports
+the standard library alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import html
+import http.client
+import os
+import re
+import socket
+import ssl
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from base64 import b64encode
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+
+from sandbox.egress import NetworkLog, OutboundProxy, SocketService, printable
+
+PYPI_SIMPLE = "https://pypi.org/simple/"
+INDEX_PORT = 3141  # inside the setup sandbox's own network namespace: nobody else's
+SOCKET_NAME = "index.sock"
+FETCH_TIMEOUT_SECONDS = 30.0
+FETCH_TRIES = 2  # a second try for a dropped connection or a 5xx, then pip hears a 502
+MAX_REDIRECTS = 5
+PAGE_MAX_BYTES = 64 * 1024**2
+MAX_LINKS = 200_000  # entries a setup's pages may add to the table (memory bound)
+CHUNK_BYTES = 1 << 20
+HTML_ACCEPT = "application/vnd.pypi.simple.v1+html, text/html;q=0.9"
+# What pip reads from an anchor besides its href (PEP 503, 592, 658, 714).
+ANCHOR_ATTRIBUTES = ("data-requires-python", "data-yanked", "data-dist-info-metadata",
+                     "data-core-metadata")
+ARCHIVES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tgz", ".tar")
+CANONICAL = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+SHA256 = re.compile(r"sha256=([0-9a-fA-F]{64})")
+USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
+
+
+def redact(text: str) -> str:
+    """`text` with every URL's userinfo (`user:token@`) replaced by `***@`."""
+    return USERINFO.sub("***@", text)
+
+
+def canonical_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def as_url(entry: str) -> str:
+    """A pip index or find-links entry as a URL (pip also takes plain paths)."""
+    return Path(entry).resolve().as_uri() if entry.startswith("/") else entry
+
+
+def without_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+@dataclass(frozen=True)
+class PackageSources:
+    """Where the setup phase's pip finds packages, as the host reaches them."""
+
+    index_url: str = PYPI_SIMPLE
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    cache_dir: Path | None = None  # the shared download cache; None: no cache
+
+    def urls(self) -> tuple[str, ...]:
+        return (self.index_url or PYPI_SIMPLE, *self.extra_index_urls, *self.find_links)
+
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts of the http(s) entries, for the egress proxy's list (PyPI's two
+        when PyPI is among them: its files live on files.pythonhosted.org)."""
+        hosts = [urlsplit(url).hostname or "" for url in self.urls()
+                 if url.startswith(("http://", "https://"))]
+        if "pypi.org" in hosts:
+            hosts.append("files.pythonhosted.org")
+        return tuple(dict.fromkeys(host for host in hosts if host))
+
+    def sandbox_env(self, base: str) -> dict[str, str]:
+        """pip's variables inside the sandbox: this endpoint's paths only."""
+        env = {"PIP_INDEX_URL": f"{base}/i/0/"}
+        if self.extra_index_urls:
+            env["PIP_EXTRA_INDEX_URL"] = " ".join(
+                f"{base}/i/{k}/" for k in range(1, len(self.extra_index_urls) + 1))
+        if self.find_links:
+            env["PIP_FIND_LINKS"] = " ".join(f"{base}/l/{k}/"
+                                             for k in range(len(self.find_links)))
+        return env
+
+
+class UpstreamError(Exception):
+    """What pip is told (`status`: 404, or 502 with `reason`), credentials left out."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, redact(reason)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # followed by hand: urllib would carry Authorization to any host
+
+
+class Upstream:
+    """The endpoint's fetches: credentials for their own origin only, the host's outbound
+    proxy unless NO_PROXY names the host, redirects followed here."""
+
+    def __init__(self, urls: tuple[str, ...], proxy: OutboundProxy) -> None:
+        self.proxy = proxy
+        self.credentials: dict[tuple[str, str], str] = {}
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.username is not None:
+                pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+                self.credentials[_origin(url)] = "Basic " + b64encode(pair.encode()).decode()
+        context = ssl.create_default_context()
+        self.direct = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), _NoRedirect,
+            urllib.request.HTTPSHandler(context=context))
+        self.proxied = urllib.request.build_opener(
+            urllib.request.ProxyHandler({"http": proxy.url, "https": proxy.url}),
+            _NoRedirect, urllib.request.HTTPSHandler(context=context))
+
+    def open(self, url: str, accept: str) -> tuple[str, IO[bytes]]:
+        """The final URL and its body; UpstreamError when it cannot be had."""
+        for _ in range(MAX_REDIRECTS + 1):
+            parts = urlsplit(url)
+            if parts.scheme == "file":
+                return url, _open_local(unquote(parts.path))
+            if parts.scheme not in ("http", "https"):
+                raise UpstreamError(502, f"{printable(url)}: only http(s) and file URLs")
+            location = self._get(url, accept)
+            if isinstance(location, str):
+                url = urljoin(url, location)
+                continue
+            return url, location
+        raise UpstreamError(502, f"{url}: more than {MAX_REDIRECTS} redirects")
+
+    def _get(self, url: str, accept: str) -> str | IO[bytes]:
+        """The body, or where a redirect points."""
+        request = urllib.request.Request(url, headers={"Accept": accept,
+                                                       "User-Agent": "frognano-index"})
+        if _origin(url) in self.credentials:
+            request.add_header("Authorization", self.credentials[_origin(url)])
+        opener = self.proxied if self.proxy.for_host(urlsplit(url).hostname or "") \
+            else self.direct
+        for attempt in range(FETCH_TRIES):
+            last = attempt == FETCH_TRIES - 1
+            try:
+                return opener.open(request, timeout=FETCH_TIMEOUT_SECONDS)  # type: ignore[no-any-return]
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                if exc.code in (301, 302, 303, 307, 308) and exc.headers.get("Location"):
+                    return str(exc.headers["Location"])
+                if exc.code in (404, 410):
+                    raise UpstreamError(404, f"{url}: {exc.code}") from None
+                if exc.code < 500 or last:
+                    raise UpstreamError(502, f"{url} answered {exc.code} {exc.reason}") \
+                        from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                if last:
+                    why = getattr(exc, "reason", exc)
+                    raise UpstreamError(502, f"cannot fetch {url}: {why}") from None
+        raise AssertionError("unreachable")
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.rpartition("@")[2].lower()
+
+
+def _open_local(path: str) -> IO[bytes]:
+    """A file, or a directory's index.html (as pip reads a file:// index)."""
+    target = Path(path)
+    if target.is_dir():
+        target = target / "index.html"
+    try:
+        return open(target, "rb")
+    except OSError as exc:
+        raise UpstreamError(404, f"{target}: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class Link:
+    url: str  # upstream, without credentials
+    filename: str
+    sha256: str  # from the link's #sha256=…, "" when it gives none
+    metadata_sha256: str  # PEP 658's, likewise
+
+
+class LinkTable:
+    """The files pages served so far link to, by an id that names nothing upstream."""
+
+    def __init__(self) -> None:
+        self._links: dict[str, Link] = {}
+        self._lock = threading.Lock()
+
+    def add(self, link: Link) -> str | None:
+        link_id = hashlib.sha256(link.url.encode()).hexdigest()[:32]
+        with self._lock:
+            if link_id not in self._links and len(self._links) >= MAX_LINKS:
+                return None
+            self._links[link_id] = link
+        return link_id
+
+    def get(self, link_id: str) -> Link | None:
+        with self._lock:
+            return self._links.get(link_id)
+
+
+class _Anchors(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.base: str | None = None
+        self.anchors: list[dict[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        if tag == "base" and values.get("href") and self.base is None:
+            self.base = values["href"]
+        elif tag == "a" and values.get("href"):
+            self.anchors.append(values)
+
+
+def _sha256(text: str) -> str:
+    found = SHA256.search(text)
+    return found.group(1).lower() if found else ""
+
+
+def render_page(page_url: str, text: str, links: LinkTable) -> bytes:
+    """The page pip reads: the upstream page's file links, each pointing back here."""
+    parser = _Anchors()
+    parser.feed(text)
+    base = urljoin(page_url, parser.base) if parser.base else page_url
+    rows = []
+    for anchor in parser.anchors:
+        url, _, fragment = urljoin(base, anchor["href"]).partition("#")
+        filename = unquote(urlsplit(url).path.rpartition("/")[2])
+        if filename in ("", ".", ".."):
+            continue
+        metadata = anchor.get("data-core-metadata") or anchor.get("data-dist-info-metadata")
+        link_id = links.add(Link(url, filename, _sha256(fragment), _sha256(metadata or "")))
+        if link_id is None:
+            break
+        href = f"/f/{link_id}/{quote(filename)}" + (f"#{fragment}" if fragment else "")
+        extra = "".join(f' {name}="{html.escape(anchor[name])}"'
+                        for name in ANCHOR_ATTRIBUTES if name in anchor)
+        rows.append(f'<a href="{html.escape(href)}"{extra}>{html.escape(filename)}</a><br>')
+    return ("<!DOCTYPE html><html><body>\n" + "\n".join(rows)
+            + "\n</body></html>\n").encode()
+
+
+def directory_page(directory: Path) -> str:
+    """A find-links directory as a page of links to its archives."""
+    names = sorted(entry.name for entry in os.scandir(directory)
+                   if entry.is_file() and entry.name.endswith(ARCHIVES))
+    return "".join(f'<a href="{quote(name)}">{html.escape(name)}</a>\n' for name in names)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: pip fetches many pages per connection
+    timeout = 120  # an idle connection is closed
+    server_version = "frognano-index"
+    endpoint: IndexEndpoint
+
+    def do_GET(self) -> None:  # http.server calls it by this name
+        try:
+            self.endpoint.respond(self)
+        except UpstreamError as exc:
+            if exc.status != 404:  # a project one of several indexes lacks is normal
+                self.endpoint.log.add(f"package index: {exc.reason}")
+            self.answer(exc.status, exc.reason.encode(), "text/plain", reason=exc.reason)
+        except Exception as exc:  # a fault of ours must not leave pip hanging
+            why = redact(f"{type(exc).__name__}: {exc}")
+            self.endpoint.log.add(f"package index endpoint failed: {why}")
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.answer(502, why.encode(), "text/plain", reason="index endpoint failed")
+
+    def answer(self, status: int, body: bytes, content_type: str, *,
+               reason: str | None = None) -> None:
+        phrase = printable(reason, 200).encode("latin-1", "replace").decode("latin-1") \
+            if reason else None
+        self.send_response(status, phrase)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # failures go to the NetworkLog; every request would be noise
+
+
+class IndexEndpoint(SocketService):
+    """One endpoint per setup sandbox, over `sources`; `tcp` for the unsafe-local backend
+    (which has the host's network: a unix socket would need no relay, but pip needs a
+    URL)."""
+
+    def __init__(self, sources: PackageSources, uid: int, gid: int, *,
+                 proxy: OutboundProxy | None = None, network_log: NetworkLog | None = None,
+                 tcp: bool = False) -> None:
+        self.sources = sources
+        self.log = network_log or NetworkLog()
+        self.upstream = Upstream(sources.urls(), proxy or OutboundProxy())
+        self.indexes = [without_userinfo(as_url(url)).rstrip("/") + "/"
+                        for url in (sources.index_url or PYPI_SIMPLE,
+                                    *sources.extra_index_urls)]
+        self.find_links = [without_userinfo(as_url(url)) for url in sources.find_links]
+        self.links = LinkTable()
+        super().__init__(uid, gid, "frognano-index-", SOCKET_NAME, tcp=tcp)
+
+    def serve(self, client: socket.socket) -> None:
+        handler = type("Handler", (_Handler,), {"endpoint": self})
+        handler(client, ("sandbox", 0), None)  # type: ignore[arg-type]
+
+    def respond(self, handler: _Handler) -> None:
+        kind, _, rest = urlsplit(handler.path).path.lstrip("/").partition("/")
+        number, _, name = rest.partition("/")
+        if kind == "i" and number.isdigit() and int(number) < len(self.indexes):
+            body = self._project_page(self.indexes[int(number)], name.rstrip("/"))
+            handler.answer(200, body, "text/html; charset=utf-8")
+        elif kind == "l" and number.isdigit() and int(number) < len(self.find_links):
+            body = self._links_page(self.find_links[int(number)])
+            handler.answer(200, body, "text/html; charset=utf-8")
+        elif kind == "f":
+            self._send_file(handler, number, name)
+        else:
+            raise UpstreamError(404, "no such page")
+
+    def _project_page(self, index: str, name: str) -> bytes:
+        project = canonical_name(name)
+        if not CANONICAL.fullmatch(project):  # one path segment, nothing else upstream
+            raise UpstreamError(404, "not a project name")
+        url, body = self.upstream.open(f"{index}{project}/", HTML_ACCEPT)
+        with body:
+            text = body.read(PAGE_MAX_BYTES).decode("utf-8", "replace")
+        return render_page(url, text, self.links)
+
+    def _links_page(self, url: str) -> bytes:
+        parts = urlsplit(url)
+        if parts.scheme == "file" and Path(unquote(parts.path)).is_dir():
+            return render_page(url.rstrip("/") + "/",
+                               directory_page(Path(unquote(parts.path))), self.links)
+        final, body = self.upstream.open(url, HTML_ACCEPT)
+        with body:
+            text = body.read(PAGE_MAX_BYTES).decode("utf-8", "replace")
+        return render_page(final, text, self.links)
+
+    def _send_file(self, handler: _Handler, link_id: str, name: str) -> None:
+        link = self.links.get(link_id)
+        name = unquote(name)
+        if link is None or name not in (link.filename, link.filename + ".metadata"):
+            raise UpstreamError(404, "no such file")
+        metadata = name != link.filename
+        url = link.url + ".metadata" if metadata else link.url
+        path, temporary = self._local_copy(url, link.metadata_sha256 if metadata
+                                           else link.sha256)
+        try:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/octet-stream")
+                handler.send_header("Content-Length", str(size))
+                handler.end_headers()
+                handler.connection.sendfile(handle)
+        finally:
+            if temporary:
+                os.unlink(path)
+
+    def _local_copy(self, url: str, sha256: str) -> tuple[Path, bool]:
+        """A host file holding `url`'s bytes, and whether it is ours to remove after.
+        From the cache when it holds the hash; else fetched (and cached when hashed)."""
+        cache = self.sources.cache_dir
+        cached = cache / "sha256" / sha256 if cache is not None and sha256 else None
+        if cached is not None and cached.is_file():
+            return cached, False
+        parts = urlsplit(url)
+        if parts.scheme == "file" and not sha256:
+            return Path(unquote(parts.path)), False  # nothing to check, nothing to keep
+        return self._download(url, sha256, cached)
+
+    def _download(self, url: str, sha256: str, cached: Path | None) -> tuple[Path, bool]:
+        spool = cached.parent if cached is not None else None
+        if spool is not None:
+            spool.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _, body = self.upstream.open(url, "*/*")
+        digest = hashlib.sha256()
+        with body:
+            fd, name = tempfile.mkstemp(prefix=".part-", dir=spool)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    while chunk := body.read(CHUNK_BYTES):
+                        digest.update(chunk)
+                        out.write(chunk)
+                if sha256 and digest.hexdigest() != sha256:
+                    raise UpstreamError(502, f"{url} does not match the sha256 its index "
+                                             "gives")
+            except BaseException:
+                os.unlink(name)
+                raise
+        if cached is None:
+            return Path(name), True
+        os.replace(name, cached)  # whole, and checked, before anyone reads it
+        return cached, False
