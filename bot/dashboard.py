@@ -267,7 +267,7 @@ def dashboard_router(store: RunStore, auth: DashboardAuth) -> APIRouter:
         result = next((record for _, record in reversed(events)
                        if record.get("kind") == "result"), None)
         return page(request, "run.html", run=run, events=events, result=result,
-                    next_seq=events[-1][0] if events else 0)
+                    read_first=read_first(events), next_seq=events[-1][0] if events else 0)
 
     @router.get("/runs/{run_id:int}/live", include_in_schema=False)
     async def run_live(request: Request, run_id: int, after: int = 0) -> Response:
@@ -300,6 +300,17 @@ def dashboard_router(store: RunStore, auth: DashboardAuth) -> APIRouter:
         return RedirectResponse(f"/runs/{run.id}", 303)
 
     return router
+
+
+def read_first(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The latest verdict's "Read this first" flags (workers/agent/change_flags.py):
+    the result's, or while the run goes on, its last judged attempt's."""
+    for _, record in reversed(events):
+        verdict = record.get("verdict") if record.get("kind") in ("result", "tests") else None
+        if isinstance(verdict, dict):
+            flags = verdict.get("read_first") or []
+            return [f for f in flags if isinstance(f, dict)]
+    return []
 
 
 def _events(store: RunStore, run: Run, after: int) -> list[tuple[int, dict[str, Any]]]:

@@ -5,6 +5,7 @@ through the receiver, on SQLite and PostgreSQL, and the pages in a real headless
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import shutil
 import socket
@@ -25,7 +26,15 @@ from bot.triggers import Trigger
 from runstore.store import RunStore
 from tests.redis_server import RedisServer
 from tests.run_events import finished, ran_tests, started, turn
-from workers.agent.events import BaselineDone, Feedback, Observation, Outputs, TestsJudged
+from workers.agent.change_flags import ChangeFlag
+from workers.agent.events import (
+    BaselineDone,
+    Feedback,
+    Observation,
+    Outputs,
+    RunFinished,
+    TestsJudged,
+)
 from workers.agent.repo_tests import TestVerdict
 from workers.agent.transcript import Transcript
 from workers.agent.verdict import Verdict
@@ -378,3 +387,70 @@ def test_run_page_updates_live_in_chromium(served: str, browser: Any,
 
     expect(page.locator("#run-status")).to_have_text("failed", timeout=10_000)
     expect(page.locator("#live-note")).to_have_count(0, timeout=10_000)  # reloaded, done
+
+
+# --- "Read this first": what no test run tells from a fix ---------------------------------
+
+FLAGGED_LINE = '    if (a, b) == (2, 3): return 5  # <b>special</b>'
+
+
+def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
+    """A run whose accepted change special-cases its failing test's inputs: the change
+    scan's flags ride in the verdict (workers/agent/change_flags.py)."""
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=7, trigger="label", attempt=1)
+    flags = [ChangeFlag("calc.py", 2, "test-literal", f"decides on 3, exactly as the "
+                        f"failing test `tests/test_calc.py::test_add` uses: `{FLAGGED_LINE}`"),
+             ChangeFlag("calc.py", 5, "runtime-probe", "reads `sys.modules`")]
+    verdict = Verdict(accepted=True, read_first=flags)
+    with Transcript(tmp_path / "flagged.jsonl") as transcript:
+        events = Outputs(transcript, recorder)
+        events.emit(started())
+        events.emit(BaselineDone(tests=_tests(False, "failed")))
+        final = _tests(True, "passed")
+        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final, verdict=verdict,
+                                model_tests=None))
+        done = finished(_tests(False, "failed"), final, diff=DIFF, steps=1)
+        events.emit(RunFinished(result=dataclasses.replace(done.result, verdict=verdict)))
+    recorder.finish("passed", outcome="pr_opened")
+    assert recorder.run_id is not None
+    return recorder.run_id
+
+
+def test_run_page_puts_read_this_first_above_the_diff(client: TestClient, store: RunStore,
+                                                       tmp_path: Path) -> None:
+    run_id = record_flagged_run(store, tmp_path)
+    client.get(f"/runs?token={TOKEN}")
+    html = client.get(f"/runs/{run_id}").text
+    assert html.index('id="read-first"') < html.index('id="diff"') < html.index('id="tests"')
+    section = html[html.index('id="read-first"'):html.index('id="diff"')]
+    assert "<code>calc.py:2</code>" in section and "<code>calc.py:5</code>" in section
+    assert "&lt;b&gt;special&lt;/b&gt;" in section and "<b>special" not in section
+    plain = client.get(f"/runs/{record_finished_run(store, tmp_path)}").text
+    assert 'id="read-first"' not in plain, "an unflagged run has no such section"
+
+
+@BROWSER_BACKEND
+def test_read_this_first_in_chromium(served: str, browser: Any, store: RunStore,
+                                     tmp_path: Path) -> None:
+    run_id = record_flagged_run(store, tmp_path)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{served}/runs/{run_id}?token={TOKEN}")
+    section = page.locator("#read-first")
+    assert section.is_visible()
+    assert section.locator("li").count() == 2
+    text = section.inner_text()
+    assert "Read this first" in text and "calc.py:2" in text and "calc.py:5" in text
+    assert "<b>special</b>" in text, "the model's code is shown as text"
+    top = {name: page.locator(name).bounding_box()["y"]
+           for name in ("#read-first", "#diff", "#tests")}
+    assert top["#read-first"] < top["#diff"] < top["#tests"], top
+    box = section.bounding_box()
+    assert box["y"] < 900, "in the first screenful"
+    assert section.evaluate("e => getComputedStyle(e).borderTopColor") == "rgb(154, 103, 0)"
+    screenshot = tmp_path / "read-first.png"
+    section.screenshot(path=str(screenshot))
+    assert screenshot.stat().st_size > 5_000
+    if os.environ.get("FROGNANO_SCREENSHOT_DIR"):
+        target = Path(os.environ["FROGNANO_SCREENSHOT_DIR"])
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, target / "read-first.png")
