@@ -222,6 +222,70 @@ def check_app(settings: BotSettings) -> list[Check]:
     return checks
 
 
+INDEX_PROBE_PROJECT = "setuptools"  # every index that builds sdists serves it
+
+
+def check_package_index(settings: BotSettings) -> list[Check]:
+    """Each configured index (and find-links entry) as the setup phase's pip reaches it:
+    through the host-side index endpoint, with its credentials and HTTPS_PROXY."""
+    import urllib.error
+    import urllib.request
+
+    from sandbox.index_endpoint import IndexEndpoint, redact
+    from workers.package_index import PackageIndex
+
+    index = PackageIndex.from_settings(settings)
+    sources = index.sources()
+    endpoint = IndexEndpoint(sources, os.getuid(), os.getgid(),
+                             proxy=index.sandbox_fields()["outbound_proxy"], tcp=True)
+    probes = [(f"/i/0/{INDEX_PROBE_PROJECT}/", sources.index_url, "FROGNANO_PIP_INDEX_URL")]
+    probes += [(f"/i/{k}/{INDEX_PROBE_PROJECT}/", url, "FROGNANO_PIP_EXTRA_INDEX_URL")
+               for k, url in enumerate(sources.extra_index_urls, start=1)]
+    probes += [(f"/l/{k}/", url, "FROGNANO_PIP_FIND_LINKS")
+               for k, url in enumerate(sources.find_links)]
+    checks = []
+    try:
+        for path, url, setting in probes:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}{path}",
+                                            timeout=PROBE_SECONDS) as answer:
+                    status, why = answer.status, ""
+            except urllib.error.HTTPError as exc:
+                status, why = exc.code, str(exc.reason)
+            except OSError as exc:
+                status, why = 0, f"no answer in {PROBE_SECONDS} s ({exc})"
+            checks.append(_index_check(path, redact(url), setting, status, why,
+                                       configured=setting in _set_aliases(settings)))
+    finally:
+        endpoint.close()
+    return checks
+
+
+def _set_aliases(settings: BotSettings) -> set[str]:
+    fields = type(settings).model_fields
+    return {str(fields[name].alias) for name in settings.model_fields_set if name in fields}
+
+
+def _index_check(path: str, shown: str, setting: str, status: int, why: str, *,
+                 configured: bool) -> Check:
+    name = "package index" if setting != "FROGNANO_PIP_FIND_LINKS" else "find links"
+    if status == 200:
+        return Check(name, "ok", f"{shown} answers through the setup phase's index endpoint")
+    if status == 404 and setting == "FROGNANO_PIP_EXTRA_INDEX_URL":
+        return Check(name, "ok", f"{shown} answers (it has no {INDEX_PROBE_PROJECT}: pip "
+                                 "finds that elsewhere)")
+    fix = (f"fix {setting} (its URL, its credentials), or HTTPS_PROXY / NO_PROXY if the "
+           "host reaches it only through a proxy")
+    detail = f"{shown} does not answer the setup phase's index endpoint" + (
+        f": {status} {why}" if status else f": {why}")
+    if status == 404:
+        detail = f"{shown} has no {INDEX_PROBE_PROJECT}, which most setups need"
+    # PyPI by default, with nothing configured: a host without it still runs repositories
+    # that need no setup, so warn; an index the operator set must work.
+    return Check(name, "fail" if configured else "warn", detail,
+                 fix if configured else f"set {setting} to an index this host reaches")
+
+
 def sandbox_limits() -> list[Check]:
     """Which limits bind a sandbox as a whole here and which only each process: said, so
     an operator need not read the code to learn that memory is watched, not enforced."""
@@ -239,6 +303,7 @@ def all_checks(settings: BotSettings) -> list[Check]:
         lambda: [check_database(settings)],
         lambda: check_model(settings),
         lambda: check_app(settings),
+        lambda: check_package_index(settings),
     ]
     return [check for section in sections for check in section()]
 

@@ -97,3 +97,26 @@ def test_the_command_exits_1_and_names_bwrap_when_it_is_not_on_path(tmp_path: Pa
     assert line.startswith("FAIL") and "not on PATH" in line
     assert "apt-get install bubblewrap" in done.stdout
     assert "ok    git" in done.stdout
+
+
+def test_the_package_index_is_checked_through_the_setup_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configured index answers the host-side index endpoint, with its credentials;
+    a wrong token fails naming the setting, and the token is never printed."""
+    from frognano.doctor import check_package_index
+    from tests.private_index import private_index
+
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)  # the settings read it too
+
+    with private_index("right-token", []) as index:
+        good = _settings(tmp_path, FROGNANO_PIP_INDEX_URL=index.url,
+                         FROGNANO_PIP_FIND_LINKS=str(tmp_path))
+        bad = _settings(tmp_path, FROGNANO_PIP_INDEX_URL=index.url.replace(
+            "right-token", "wrong-token"))
+        passed, failed = check_package_index(good), check_package_index(bad)
+    assert [(c.name, c.status) for c in passed] == [("package index", "ok"),
+                                                    ("find links", "ok")], passed
+    assert "right-token" not in passed[0].detail and "***@127.0.0.1" in passed[0].detail
+    assert [(c.name, c.status) for c in failed] == [("package index", "fail")]
+    assert "401" in failed[0].detail and "FROGNANO_PIP_INDEX_URL" in failed[0].fix
+    assert "wrong-token" not in failed[0].line()
