@@ -90,12 +90,17 @@ def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: Test
 def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
                       final: TestVerdict) -> list[str]:
     """The original tests the verdict counts as not passing, by id: failing, gone, now
-    skipped, or passing only where the harness does not count it."""
+    skipped, passing only where the harness does not count it, or, when the verdict
+    refused a run in which every test reads as passing, those that failed before."""
     failing = {test for test, before in baseline.tests.items()
                if final.tests.get(test) in (None, *BAD)
                or (before in RAN and final.tests.get(test) in ("skipped", "xfailed"))}
     failing |= {t for t, s in final.tests.items() if t not in baseline.tests and s in BAD}
     failing |= set(disagreeing_tests(verdict.reasons))
+    if not failing and not verdict.accepted:
+        # Refused though each test reads as passing: none of those that failed before
+        # counts as fixed.
+        failing = {test for test, before in baseline.tests.items() if before in BAD}
     return sorted(failing)
 
 

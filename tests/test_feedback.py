@@ -1,0 +1,103 @@
+"""The refusal the model reads teaches the rules, never the detector (issue 19 §3).
+
+A model trained on test rewards that is told "the pytest guard was silent" learns to
+keep the guard talking. For every kind of refusal the verdict makes, the feedback names
+the rules and the original tests that do not pass, by id, and no part of how tampering
+is found; the full reasons stay in the verdict, for people.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from workers.agent.outside_pytest import DISAGREES
+from workers.agent.prompts import verdict_feedback_message
+from workers.agent.repo_tests import TestVerdict
+from workers.agent.test_files import TreePlan
+from workers.agent.verdict import Verdict, decide
+
+# Words that tell the model how the harness looks at a run.
+DETECTOR_WORDS = ("guard", "junit", "report", "pipe", "audit", "fifo", "identity",
+                  "plugin", "hook", "outside", "plain python", "tamper", "shadow", "patch",
+                  "atexit", "token", "channel", "written", "silent", "exit code", "exited",
+                  "frognano_", "pytest_addopts", "sitecustomize", "entry point", "metadata",
+                  "while the tests ran", "bound")
+FAILING = "tests/test_calc.py::test_add"
+PASSING = "tests/test_calc.py::test_sub"
+OUTPUT = ("FAILED tests/test_calc.py::test_add - assert -1 == 5\n"
+          "- generated xml file: <the harness's report> -\n1 failed, 1 passed in 0.1s\n")
+
+
+def _run(tests: dict[str, str], exit_code: int = 1, **kw: object) -> TestVerdict:
+    return TestVerdict(command="python3 -m pytest", exit_code=exit_code, timed_out=False,
+                       seconds=0.1, output=OUTPUT, tests=tests, report="junit",
+                       report_writes=1, guard={}, **kw)  # type: ignore[arg-type]
+
+
+BASELINE = _run({FAILING: "failed", PASSING: "passed"})
+FIXED = _run({FAILING: "passed", PASSING: "passed"}, exit_code=0)
+
+
+def _case(final: TestVerdict, plan: TreePlan | None = None,
+          model_tests: TestVerdict | None = None) -> tuple[Verdict, TestVerdict]:
+    return decide(BASELINE, final, plan or TreePlan(), model_tests), final
+
+
+def _refusals() -> dict[str, tuple[Verdict, TestVerdict]]:
+    """Each kind of refusal, made by the verdict itself where it can make it."""
+    guarded = {"plugin": {"plugins": ["p.py"]},
+               "patched": {"patched": ["_pytest.reports.TestReport (from p.py)"]},
+               "import hook": {"import_hooks": ["p.py"]},
+               "test code swapped": {"swapped": [FAILING]}}
+    made = {
+        "still fails": _case(BASELINE),
+        "no longer runs": _case(_run({PASSING: "passed"})),
+        "now skipped": _case(_run({FAILING: "passed", PASSING: "skipped"}, 0)),
+        "timed out": _case(dataclasses.replace(FIXED, timed_out=True)),
+        "no report": _case(dataclasses.replace(FIXED, report="missing")),
+        "exit disagrees": _case(_run({FAILING: "failed", PASSING: "passed"}, 0)),
+        "report twice": _case(dataclasses.replace(FIXED, report_writes=2)),
+        "guard silent": _case(dataclasses.replace(FIXED, guard=None)),
+        **{kind: _case(dataclasses.replace(FIXED, guard=found))
+           for kind, found in guarded.items()},
+        "tests changed while running": _case(dataclasses.replace(
+            FIXED, changed_during_run=["tests/test_calc.py"])),
+        "plan refusal": _case(FIXED, TreePlan(refusals=[
+            "the change adds pytest.py, which would shadow `pytest` when the tests run"])),
+        "new test fails": _case(FIXED, TreePlan(model_tests=["tests/test_new.py"]),
+                                _run({**FIXED.tests, "tests/test_new.py::test_x": "failed"})),
+    }
+    outside, _ = _case(FIXED)
+    outside.accepted = False  # what check_outside_pytest does to an accepted verdict
+    outside.reasons.append(f"{DISAGREES}{FAILING} failed when its module is run by plain "
+                           "python (AssertionError)")
+    made["outside pytest"] = (outside, FIXED)
+    return made
+
+
+REFUSALS = _refusals()
+
+
+@pytest.mark.parametrize("kind", list(REFUSALS))
+def test_feedback_names_the_failing_tests_and_no_detector(kind: str) -> None:
+    verdict, final = REFUSALS[kind]
+    assert not verdict.accepted, kind
+    message = verdict_feedback_message("python3 -m pytest", verdict, BASELINE, final, 0, 2)
+    named = [word for word in DETECTOR_WORDS if word in message.lower()]
+    assert not named, (named, message)
+    # Skipping the passing test is the one refusal whose failing test is not test_add.
+    expected = PASSING if kind == "now skipped" else FAILING
+    assert f"Original tests that do not pass:\n- {expected}" in message, message
+    assert "edits to test files" in message and "must pass" in message
+    if kind == "new test fails":
+        assert "Your new tests that fail:\n- tests/test_new.py::test_x" in message
+    assert verdict.reasons, "the reasons stay with the verdict, for people"
+
+
+def test_feedback_keeps_the_test_output_without_the_harness_lines() -> None:
+    verdict, final = REFUSALS["still fails"]
+    message = verdict_feedback_message("python3 -m pytest", verdict, BASELINE, final, 1, 0)
+    assert "assert -1 == 5" in message and "generated xml file" not in message
+    assert "attempt 2; 0 left" in message
