@@ -177,3 +177,20 @@ def test_sandbox_that_cannot_come_back_ends_with_tool_error(tmp_path: Path) -> N
                        limits=SolveLimits(test_timeout=10))
     assert result.exit_reason == "tool_error"
     assert "sandbox" in result.error.lower()
+
+
+def test_a_failed_setup_raises_no_start_up_hook_alarm(tmp_path: Path) -> None:
+    """Issue 19 §4: setup made the venv (pip's and setuptools' own `.pth` files), then
+    failed. No agent phase ran, so nothing can have changed its hooks; the alarm compared
+    the venv with a copy that a failed setup never takes."""
+    venv = '"${HOME%/home}/venv"'
+    with calc_sandbox() as (sandbox, _, host), Transcript(tmp_path / "t.jsonl") as out:
+        result = solve(ScriptedModel([FIX]), sandbox, "add() is broken", PYTEST_COMMAND,
+                       out, repo=host,
+                       setup_command=f"python3 -m venv {venv} && ls {venv}/lib/*/site-packages"
+                                     " && exit 3")
+    records = read_transcript(tmp_path / "t.jsonl")
+    setup = next(r for r in records if r["kind"] == "setup")
+    assert result.exit_reason == "setup_failed" and setup["exit_code"] == 3
+    assert ".pth" in setup["output_tail"] or "pip" in setup["output_tail"], setup
+    assert not [w for w in result.suspicious if "start-up hook" in w], result.suspicious
