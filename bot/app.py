@@ -245,13 +245,14 @@ def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
                redis_client: redis.Redis | None = None,
                health_checks: Sequence[HealthCheck] = (),
                bot_login: str | None = DEFAULT_BOT_LOGIN,
-               setup_env_path: Path = Path(".env"),
+               setup_env_path: Path | None = None,
                setup_token: str | None = None,
                run_store: RunStore | None = None) -> FastAPI:
     """The receiver. What it is given, the caller closes; what it creates, it closes.
 
     `health_checks` are probed by /healthz after Redis (the run store's database goes here).
-    `setup_env_path` is where the GitHub App setup flow (`/`, `/setup`) writes credentials;
+    `setup_env_path` is where the GitHub App setup flow (`/`, `/setup`) writes credentials
+    (None: the state directory's credentials file; never a path in a git work tree);
     `setup_token` is the one-time token that flow requires (made and logged when None).
     `run_store` turns on the run dashboard (/runs), run metrics and the database health check.
     Raises ValueError for a blank or short webhook secret.

@@ -1,5 +1,6 @@
-"""Every setting of every `frognano` command: one model, grouped, from the environment or
-`.env`, read only by the composition root (frognano/cli.py), which lays flags over it.
+"""Every setting of every `frognano` command: one model, grouped, from the environment,
+the App's credentials file under the state directory, or `.env`, read only by the
+composition root (frognano/cli.py), which lays flags over it.
 
 The variable names are the deployments' contract and stay as they are; the README's
 settings table is generated from here (`python3 -m frognano.settings_doc`).
@@ -11,8 +12,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
+from dotenv import dotenv_values
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from bot.repo_config import MAX_ATTEMPTS_IN_PARALLEL
 
@@ -98,6 +105,26 @@ def default_state_dir() -> Path:
     """$XDG_STATE_HOME/frognano, as the XDG base directory spec has it."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local/state")
     return Path(base) / "frognano"
+
+
+# The App's credentials, as the setup flow (bot/setup_flow.py) writes them: under the state
+# directory (the file 0600, its folder 0700), never in the working directory, which is
+# often the clone of this repository, where `git add .` would commit them.
+CREDENTIALS_FILE = Path("credentials") / "github-app.env"
+LEGACY_ENV_FILE = Path(".env")  # where setup wrote them before; still read
+
+
+def credentials_path(state_dir: Path) -> Path:
+    return state_dir.expanduser() / CREDENTIALS_FILE
+
+
+def _state_dir_before_reading() -> Path:
+    """FROGNANO_STATE_DIR as the settings will hold it (the environment, then `.env`),
+    needed before they are read to find the credentials file in it."""
+    named = os.environ.get("FROGNANO_STATE_DIR")
+    if not named and LEGACY_ENV_FILE.is_file():
+        named = dotenv_values(LEGACY_ENV_FILE).get("FROGNANO_STATE_DIR")
+    return Path(named) if named else default_state_dir()
 
 
 def default_work_dir() -> Path:
@@ -296,6 +323,23 @@ class BotSettings(GitHubSettings, ModelSettings, PathSettings, LimitSettings,
     from the environment and `.env`; flags override them there."""
 
     model_config = _SOURCES
+
+    @classmethod
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The environment, then the credentials file, then `.env` (an older install's
+        credentials, and any other setting). A caller's own `_env_file` (a test's, or
+        None) replaces both files."""
+        files: tuple[PydanticBaseSettingsSource, ...] = (dotenv_settings,)
+        if isinstance(dotenv_settings, DotEnvSettingsSource) \
+                and dotenv_settings.env_file == str(LEGACY_ENV_FILE):
+            credentials = credentials_path(_state_dir_before_reading())
+            files = (DotEnvSettingsSource(settings_cls, env_file=credentials), *files)
+        return (init_settings, env_settings, *files, file_secret_settings)
 
     def private_key(self) -> str | None:
         if self.github_private_key is not None:

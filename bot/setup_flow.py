@@ -2,7 +2,12 @@
 
 `GET /setup` posts the manifest (bot/app_manifest.py) to GitHub; GitHub creates the App
 and sends the browser back to `GET /setup/callback?code=…&state=…`, which trades the
-code for the App's id, private key and webhook secret and writes them to `.env`.
+code for the App's id, private key and webhook secret and writes them to the credentials
+file under the state directory (`$FROGNANO_STATE_DIR/credentials/github-app.env`, the
+file 0600, its folder 0700; bot/settings.py reads it). Never into a git work tree: `frognano
+up` started from the clone has the repository as its working directory, and `git add .`
+would commit the App's private key. A path the caller names inside one is refused with a
+warning, for the credentials file; a state directory inside one refuses setup.
 
 The flow only runs while the App is not configured: once credentials exist (in the
 settings, or written by this process) the callback answers 409, so nobody who can reach
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from dotenv import set_key, unset_key
+from dotenv import dotenv_values, set_key, unset_key
 from dotenv.parser import parse_stream
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -43,7 +48,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from bot import github_client
 from bot.app_manifest import app_manifest
 from bot.github_api import GitHubError
-from bot.settings import BotSettings
+from bot.settings import LEGACY_ENV_FILE, BotSettings, credentials_path
 
 log = logging.getLogger("frognano.bot.setup")
 
@@ -57,6 +62,7 @@ EXCHANGE_TIMEOUT_S = 15.0
 WRITTEN_KEYS = ("GITHUB_APP_ID", "GITHUB_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET",
                 "FROGNANO_BOT_LOGIN")
 CLEARED_KEYS = ("GITHUB_PRIVATE_KEY_PATH",)
+SECRET_KEYS = ("GITHUB_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET")
 
 
 def app_configured(settings: BotSettings) -> bool:
@@ -159,6 +165,65 @@ class _PendingStates:
         cutoff = time.monotonic() - STATE_TTL_S
         for state in [s for s, p in self._by_state.items() if p.created < cutoff]:
             del self._by_state[state]
+
+
+# --- where credentials go -----------------------------------------------------------------
+
+
+class CredentialsRefused(Exception):
+    """No place outside a git work tree to write the App's credentials to."""
+
+
+def git_work_tree(path: Path) -> Path | None:
+    """The top of the git work tree `path` would be in (a `.git` directory or file in it
+    or a folder above), or None. By the file system alone: no git runs for this."""
+    for folder in Path(os.path.abspath(path)).parents:
+        if os.path.lexists(folder / ".git"):
+            return folder
+    return None
+
+
+def credentials_target(settings: BotSettings, requested: Path | None) -> Path:
+    """Where the callback writes the App's credentials: `requested` (an operator's own
+    file, a test's) when it is outside every git work tree, else the state directory's
+    credentials file, after a loud warning. CredentialsRefused when that one is in a git
+    work tree too."""
+    default = credentials_path(settings.state_dir)
+    if requested is not None:
+        tree = git_work_tree(requested)
+        if tree is None:
+            return requested
+        log.warning("NOT writing the GitHub App's credentials to %s: it is inside the git "
+                    "work tree %s, where `git add` would commit the private key; they go "
+                    "to %s instead", os.path.abspath(requested), tree, default)
+    tree = git_work_tree(default)
+    if tree is not None:
+        raise CredentialsRefused(
+            f"FROGNANO_STATE_DIR ({settings.state_dir}) is inside the git work tree {tree}, "
+            "so the GitHub App's credentials would be one `git add` away from a commit; "
+            "set FROGNANO_STATE_DIR to a folder outside it and restart")
+    return default
+
+
+def legacy_credentials_notice() -> str | None:
+    """A notice when `.env` in the working directory, where setup wrote before, holds
+    the App's secrets: they are still read, but belong in the credentials file."""
+    if not LEGACY_ENV_FILE.is_file():
+        return None
+    held = sorted(key for key in dotenv_values(LEGACY_ENV_FILE) if key in SECRET_KEYS)
+    if not held:
+        return None
+    tree = git_work_tree(LEGACY_ENV_FILE)
+    inside = f", inside the git work tree {tree}," if tree else ""
+    return (f"{', '.join(held)} read from {LEGACY_ENV_FILE.resolve()}{inside} where an "
+            "older frognano wrote them; move them to "
+            "$FROGNANO_STATE_DIR/credentials/github-app.env (mode 0600, its folder 0700)")
+
+
+def _private_folder(folder: Path) -> None:
+    """The credentials' own folder: made 0700, and tightened if it was looser."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
 
 
 # --- .env ---------------------------------------------------------------------------------
@@ -269,7 +334,8 @@ def _setup_home() -> HTMLResponse:
         "<code>pull_request</code> and its review events, "
         "and the permissions it needs); you only confirm its name.</li>"
         "<li>GitHub sends you back here; the App's id, private key and webhook secret "
-        "are saved to <code>.env</code>.</li>"
+        "are saved under the state directory (<code>FROGNANO_STATE_DIR</code>), readable "
+        "by its owner only.</li>"
         "<li>Install the App on your repositories and restart frognano.</li></ol>"
         "<p><a class=button href='/setup'>Create the GitHub App</a></p>"
         "<form action='/setup' method=get><p>For an organisation: "
@@ -304,7 +370,9 @@ def _already_configured() -> HTMLResponse:
         "<p>This bot already has a GitHub App, so the setup flow is closed: it would "
         "replace the running App's credentials. To start over, remove "
         "<code>GITHUB_APP_ID</code>, <code>GITHUB_PRIVATE_KEY</code> and "
-        "<code>GITHUB_WEBHOOK_SECRET</code> from <code>.env</code> and restart.</p>"), 409)
+        "<code>GITHUB_WEBHOOK_SECRET</code> from where they are set (the environment, "
+        "<code>$FROGNANO_STATE_DIR/credentials/github-app.env</code> or <code>.env</code>) "
+        "and restart.</p>"), 409)
 
 
 # Without a warning to read, the user has nothing to do on this page.
@@ -337,12 +405,31 @@ def _done(slug: str, html_url: str, env_path: Path) -> HTMLResponse:
         "<li>Label an issue <code>frognano</code> to get a draft pull request.</li></ol>"))
 
 
+def _credentials_place(settings: BotSettings, requested: Path | None, configured: bool
+                       ) -> tuple[Path, str]:
+    """(where the callback writes, why setup is refused or ""), said in the log at start."""
+    notice = legacy_credentials_notice()
+    if notice:
+        log.warning("%s", notice)
+    try:
+        return credentials_target(settings, requested), ""
+    except CredentialsRefused as exc:
+        if not configured:
+            log.error("the GitHub App setup is refused: %s", exc)
+        return Path(os.devnull), str(exc)
+
+
+def _refused(why: str) -> HTMLResponse:
+    return _page("Cannot store the App's credentials", f"<p>{html.escape(why)}.</p>", 500)
+
+
 # --- the router ---------------------------------------------------------------------------
 
 
-def setup_router(settings: BotSettings, *, env_path: Path = Path(".env"),
+def setup_router(settings: BotSettings, *, env_path: Path | None = None,
                  setup_token: str | None = None) -> APIRouter:
-    """`/`, `/setup` and `/setup/callback`; credentials are written to `env_path`.
+    """`/`, `/setup` and `/setup/callback`; credentials are written where
+    `credentials_target` says (the state directory's credentials file by default).
 
     `setup_token` is the one-time token the operator was shown; without one (and no App
     yet) a new token is made here and logged, so setup is never open to everyone.
@@ -357,6 +444,7 @@ def setup_router(settings: BotSettings, *, env_path: Path = Path(".env"),
         log.warning("no GitHub App yet; open %s to set it up",
                     setup_link(settings.public_url or "http://<this receiver>", setup_token))
     gate = _SetupGate(None if done["configured"] else setup_token)
+    target, refusal = _credentials_place(settings, env_path, done["configured"])
 
     def admitted(request: Request, token: str | None) -> tuple[str | None, bool]:
         """(the admitted browser id or None, whether it was redeemed just now)."""
@@ -401,6 +489,8 @@ def setup_router(settings: BotSettings, *, env_path: Path = Path(".env"),
             return _forbidden()
         if token is not None:
             return redirect_without_token(request, browser if fresh else None)
+        if refusal:  # before GitHub makes an App whose key would have nowhere to go
+            return _refused(refusal)
         public_url = settings.public_url or str(request.base_url).rstrip("/")
         try:
             manifest = app_manifest(public_url, org=org or None)
@@ -422,6 +512,8 @@ def setup_router(settings: BotSettings, *, env_path: Path = Path(".env"),
                 return _page("Setup link expired or not yours", (
                     "<p>This callback does not match a setup started from this browser in "
                     "the last hour. <a href='/setup'>Start again</a>.</p>"), 400)
+            if refusal:
+                return _refused(refusal)
             if not code:
                 return _page("No code from GitHub", (
                     "<p>GitHub sent no code. <a href='/setup'>Start again</a>.</p>"), 400)
@@ -431,13 +523,15 @@ def setup_router(settings: BotSettings, *, env_path: Path = Path(".env"),
                 return _page("GitHub did not create the App", (
                     f"<p>{html.escape(str(exc))}</p><p>Codes expire after an hour and work "
                     "once. <a href='/setup'>Start again</a>.</p>"), 502)
-            merge_env_file(env_path, {
+            if target == credentials_path(settings.state_dir):
+                _private_folder(target.parent)
+            merge_env_file(target, {
                 "GITHUB_APP_ID": str(app["id"]), "GITHUB_PRIVATE_KEY": app["pem"],
                 "GITHUB_WEBHOOK_SECRET": app["webhook_secret"],
                 "FROGNANO_BOT_LOGIN": f"{app['slug']}[bot]"}, remove=CLEARED_KEYS)
             done["configured"] = True
             gate.close()
         html_url = app.get("html_url") or f"{web_url}/apps/{app['slug']}"
-        return _done(app["slug"], str(html_url), env_path)
+        return _done(app["slug"], str(html_url), target)
 
     return router

@@ -41,7 +41,7 @@ class _NoEnqueue:
 class Receiver:
     """`create_app` under uvicorn on a free port, like `frognano serve`."""
 
-    def __init__(self, settings: BotSettings, env_path: Path, token: str | None = TOKEN,
+    def __init__(self, settings: BotSettings, env_path: Path | None, token: str | None = TOKEN,
                  ) -> None:
         self._redis = redis.Redis(host="127.0.0.1", port=1)  # never reached by these pages
         app = create_app(settings, enqueuer=_NoEnqueue(), redis_client=self._redis,
