@@ -219,16 +219,43 @@ def looks_like_dotgit(name: str) -> bool:
     return plain in (".git", "git~1")
 
 
-def _give_to_owner_of(tree: Path, owner_of: Path) -> None:
-    """Hand `tree` (host-made, so walked freely) to the owner of `owner_of`: a sandbox
-    run as root took the workspace for its uid when it opened, before this was made."""
-    want = os.lstat(owner_of)
+def _sandbox_owner(work_tree: Path) -> tuple[int, int] | None:
+    """The uid and gid a sandbox run as root gave the workspace when it opened (None:
+    ours): what the host writes there later must be theirs too, or the model cannot
+    edit it. The top directory is a bind mount point: the sandbox cannot swap it."""
+    want = os.lstat(work_tree)
     if os.geteuid() != 0 or (want.st_uid, want.st_gid) == (os.geteuid(), os.getegid()):
+        return None
+    return want.st_uid, want.st_gid
+
+
+def _give_to_owner_of(tree: Path, owner_of: Path) -> None:
+    """Hand `tree` (host-made, so walked freely) to the sandbox that owns `owner_of`."""
+    owner = _sandbox_owner(owner_of)
+    if owner is None:
         return
-    os.lchown(tree, want.st_uid, want.st_gid)
+    os.lchown(tree, *owner)
     for dirpath, dirnames, filenames in os.walk(tree, followlinks=False):
         for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), want.st_uid, want.st_gid)
+            os.lchown(os.path.join(dirpath, name), *owner)
+
+
+def _give_paths_to_owner_of(paths: Iterable[str], work_tree: Path) -> None:
+    """Hand what git just checked out at `paths` (and the folders it made for them) to
+    the sandbox that owns `work_tree`. Nothing in the sandbox runs meanwhile, and lchown
+    never follows a link."""
+    owner = _sandbox_owner(work_tree)
+    if owner is None:
+        return
+    done: set[Path] = set()
+    for path in paths:
+        target = work_tree / path
+        for entry in [target, *target.parents]:
+            if entry == work_tree or entry in done:
+                break
+            done.add(entry)
+            if os.path.lexists(entry):
+                os.lchown(entry, *owner)
 
 
 class TreeRefused(GitError):
@@ -446,6 +473,7 @@ class HostRepo:
             at_base = self._ls_tree(self.base, own)
             start = self._tree_with(left, {path: at_base.get(path) for path in own})
             self._git("read-tree", "--reset", "-u", start, work_tree=True)
+            _give_paths_to_owner_of(own, self.work_tree)
         self.after_setup = start
         if self.model_git_pending:
             self._give_model_a_git_dir()
