@@ -33,13 +33,20 @@ from workers.local_solve import (
     LocalRepoError,
     bring_back,
     check_repository,
+    own_commits,
     slugify,
     unique_branch,
 )
 from workers.models.base import ModelClient, Sampling
 from workers.models.llama_resident import LlamaSettings
 from workers.package_index import NO_INDEX, PackageIndex
-from workers.run_path import NoTestCommand, Overrides, open_workspace, prepare
+from workers.run_path import (
+    NoTestCommand,
+    Overrides,
+    open_workspace,
+    prepare,
+    setup_inputs_note,
+)
 from workers.run_recording import RunRecorder
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -169,7 +176,11 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
 
     model = model_for(opts.seed)  # its name and tokenizer, before any attempt starts
     _check_issue_size(opts.issue, model, opts.n_ctx)
-    host = open_workspace(repo, None, run_dir, max_diff_bytes=opts.max_diff_bytes)
+    # On a branch `solve` made, its setup runs none of the model's files, and the tests
+    # that judge it are the repository's (workers/run_path.open_workspace).
+    own = own_commits(repo)
+    host = open_workspace(repo, None, run_dir, max_diff_bytes=opts.max_diff_bytes,
+                          own_commits=own)
     config_file = host.work_tree / CONFIG_PATH  # the checkout's own: HEAD is the user's
     config = parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
                                if config_file.is_file() else None)
@@ -194,7 +205,8 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
         attempts = run_attempts(
             plan=plan, config=config, first_host=host,
             open_host=lambda k: open_workspace(repo, None, run_dir / f"attempt-{k + 1}",
-                                               max_diff_bytes=opts.max_diff_bytes),
+                                               max_diff_bytes=opts.max_diff_bytes,
+                                               own_commits=own),
             model_for=model_for, transcript_for=lambda k: transcript_for(transcript_path, k),
             shared=Outputs(recorder, progress),
             opening=Event(),  # no trigger to open with: an event that is never recorded
@@ -221,6 +233,10 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     if decision.action != "publish":
         return EXIT_TESTS_FAILED  # _report printed why
     assert result.snapshot is not None  # decide publishes only a snapshot it has read
+    setup_note = setup_inputs_note(result.snapshot.paths)
+    if setup_note:
+        console.print(f"[bold yellow]warning:[/bold yellow] {shown(setup_note)}",
+                      highlight=False)
     branch = unique_branch(repo, slug)
     first_line = opts.issue.strip().splitlines()[0][:72]
     commit = host.commit(result.snapshot.tree, branch, f"{first_line}\n\nMade by frognano "
