@@ -11,13 +11,19 @@ a change to their pytest section is refused with a reason instead.
 from __future__ import annotations
 
 import configparser
+import importlib.machinery
 import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
+from workers.agent.doctest_edits import compare as compare_doctests
 from workers.agent.tamper_scan import scan
+
+if TYPE_CHECKING:
+    from workers.agent.test_material import TestMaterial
 
 # Tests by path: a tests/ or test/ folder anywhere, test_*.py, *_test.go, *.test.js, ….
 TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_tests?\.\w+$|"
@@ -68,16 +74,25 @@ def pytest_section(name: str, text: str) -> object:
     return dict(parser["tool:pytest"]) if parser.has_section("tool:pytest") else None
 
 
-def shadows_runner(path: str) -> str | None:
-    """The module a new top-level module or package would shadow, if any."""
+def _top_level_module(path: str) -> str | None:
+    """The module a top-level file or package's `__init__` makes importable, if any."""
     parts = PurePosixPath(path).parts
-    if len(parts) == 1 and parts[0].endswith(".py"):
-        stem = parts[0][:-3]
-    elif len(parts) == 2 and parts[1] == "__init__.py":
-        stem = parts[0]
-    else:
+    name = parts[-1]
+    if not (len(parts) == 1 or (len(parts) == 2 and name.startswith("__init__."))):
         return None
-    return stem if stem in SHADOWING_MODULES else None
+    # Longest first: `x.cpython-311-x86_64-linux-gnu.so` before `.so`.
+    for suffix in sorted(importlib.machinery.all_suffixes(), key=len, reverse=True):
+        if name.endswith(suffix):
+            return parts[0] if len(parts) == 2 else name[:-len(suffix)]
+    return None
+
+
+def shadows_runner(path: str, taken: frozenset[str] = frozenset()) -> str | None:
+    """The module a new top-level module or package would shadow, if any: the test
+    runner's own, or one of `taken` (the standard library's and the installed
+    distributions' top-level modules, test_material.py)."""
+    stem = _top_level_module(path)
+    return stem if stem in SHADOWING_MODULES or stem in taken else None
 
 
 @dataclass
@@ -89,6 +104,10 @@ class TreePlan:
     new_test_files: list[str] = field(default_factory=list)  # ones the base did not have
     refusals: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # said loudly, not refused
+    # Library files whose doctest examples the change edited: the verdict runs them with
+    # the original docstrings back (doctest_edits.py), and how that was decided.
+    restored_files: dict[str, bytes] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def _text(data: bytes | None) -> str:
@@ -96,16 +115,19 @@ def _text(data: bytes | None) -> str:
 
 
 def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | None],
-                      read_candidate: Callable[[str], bytes | None]) -> TreePlan:
-    """Sort the change's paths: restored for the verdict, shown, or refused."""
+                      read_candidate: Callable[[str], bytes | None],
+                      material: TestMaterial | None = None) -> TreePlan:
+    """Sort the change's paths: restored for the verdict, shown, or refused. `material`
+    is what the baseline's run says is test material beyond the names (test_material)."""
     plan = TreePlan()
+    taken = material.taken_names if material else frozenset()
     for path in sorted(set(changed)):
         name = PurePosixPath(path).name
         base = read_base(path)
         if is_test_config(path):
             plan.restore.append(path)
             plan.model_tests.append(path)
-        elif is_test_path(path):
+        elif is_test_path(path) or (material is not None and material.holds(path)):
             plan.restore.append(path)
             plan.model_tests.append(path)
             if base is None and read_candidate(path) is not None:
@@ -120,7 +142,7 @@ def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | Non
                     f"the change edits the pytest configuration ({section} in {path}); "
                     "the verdict uses the repository's own test configuration: leave it "
                     "as it is")
-        elif base is None and (module := shadows_runner(path)):
+        elif base is None and (module := shadows_runner(path, taken)):
             plan.refusals.append(f"the change adds {path}, which would shadow `{module}` "
                                  "when the tests run")
         elif name in START_UP_NAMES:
@@ -136,8 +158,39 @@ def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | Non
             plan.refusals.append(f"the change adds a pytest11 entry point in {path}: a "
                                  "pytest plugin that every test run with the package "
                                  "installed would load")
-        if not (is_test_config(path) or is_test_path(path)):
+        if not (is_test_config(path) or is_test_path(path)
+                or (material is not None and material.holds(path))):
             refusals, flags = scan(path, read_base, read_candidate)
             plan.refusals += refusals
             plan.flags += flags
+            if material is not None:
+                _library_tests(plan, path, base, read_candidate, material)
     return plan
+
+
+def _library_tests(plan: TreePlan, path: str, base: bytes | None,
+                   read_candidate: Callable[[str], bytes | None],
+                   material: TestMaterial) -> None:
+    """A library file's part in the tests: its doctests, or data the tests read."""
+    if path in material.package_data:
+        plan.flags.append(f"the change edits {path}, package data the repository's tests "
+                          "read: check that the edit is part of the fix")
+    names = material.doctests.get(path)
+    candidate = read_candidate(path)
+    if not names or base is None or candidate is None:
+        return
+    edit = compare_doctests(path, base, candidate, names)
+    if edit.added:
+        plan.notes.append(f"the change adds {edit.added} doctest example(s) to {path}; "
+                          "they ran with the original examples")
+    if not edit.edited:
+        return
+    plan.model_tests.append(path)
+    shown = ", ".join(edit.edited[:5]) + (", …" if len(edit.edited) > 5 else "")
+    if edit.problem or edit.restored is None:
+        plan.refusals.append(f"the change edits the doctest examples of {shown} in {path} "
+                             f"and {edit.problem or 'they could not be put back'}")
+        return
+    plan.restored_files[path] = edit.restored
+    plan.notes.append(f"the change edits doctest examples in {path} ({shown}); the "
+                      "verdict ran the repository's original examples against the new code")

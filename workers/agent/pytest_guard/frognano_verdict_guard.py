@@ -12,14 +12,26 @@ replaced by code from elsewhere, import hooks from the repository, and test func
 whose code was swapped after collection. The host compares the findings with the
 baseline's, so what the repository itself always does is not held against a change.
 Code that knows about this module can still defeat it (README: residual risk).
+
+It also checks the test machinery by identity, not by file name: when it loads (before
+any repository code runs) it keeps every function and class of pytest, _pytest, pluggy,
+unittest, doctest, builtins and operator, and at the end it names each one that is no
+longer the same object, and each registered plugin whose hook functions are neither
+pytest's own code, a conftest pytest loaded, an installed entry point nor an installed
+module's own functions. For the host's plan of the verdict tree it says what the session
+collected (test modules, doctest items and their examples), which files under the tree
+the tests opened for reading (an audit hook), and the top-level modules installed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import sys
 import types
+from typing import Any
 
 _ENV = "FROGNANO_GUARD_REPORT"
 _ROOT = os.path.realpath(os.getcwd())
@@ -28,6 +40,14 @@ _OWN = tuple(os.path.realpath(os.path.dirname(m.__file__)) + os.sep
              if m is not None and m.__file__)
 _collected: dict[str, types.CodeType] = {}
 _foreign: list[str] = []
+_MACHINERY = ("pytest", "_pytest", "pluggy", "unittest", "doctest", "builtins", "operator")
+_KINDS = (types.FunctionType, types.BuiltinFunctionType, type, classmethod, staticmethod,
+          property)
+_IGNORED = frozenset({"_", "__builtins__"})  # builtins._ is the last doctest value
+_MAX_LISTED = 20_000
+_opened: set[str] = set()
+_session_items: dict[str, list[str]] = {"test_modules": [], "doctests": [],
+                                        "doctest_examples": []}
 
 
 def _in_repository(path: object) -> str | None:
@@ -52,6 +72,189 @@ def _code_file(value: object) -> str | None:
     except Exception:  # a descriptor or proxy that refuses to be looked at
         return None
     return code.co_filename if isinstance(code, types.CodeType) else None
+
+
+def _machinery_modules() -> dict[str, types.ModuleType]:
+    """pytest's, pluggy's and the standard library's test machinery, as loaded now."""
+    for name in ("unittest", "doctest", "operator"):
+        if name not in sys.modules:  # loaded here, before any repository code can run
+            with contextlib.suppress(Exception):
+                __import__(name)
+    return {name: module for name, module in list(sys.modules.items())
+            if isinstance(module, types.ModuleType)
+            and (name in _MACHINERY or name.split(".")[0] in _MACHINERY[:4])}
+
+
+def _members(module_name: str, module: types.ModuleType) -> list[tuple[str, Any, str, Any]]:
+    """(qualified name, the namespace holding it, key, object) for each function and
+    class of `module` and each function-like member of the classes it defines."""
+    found: list[tuple[str, Any, str, Any]] = []
+    for attr, value in list(vars(module).items()):
+        if attr in _IGNORED or not isinstance(value, _KINDS):
+            continue
+        found.append((f"{module_name}.{attr}", vars(module), attr, value))
+        if isinstance(value, type) and getattr(value, "__module__", "") == module_name:
+            for key, member in list(vars(value).items()):
+                if isinstance(member, _KINDS) and not isinstance(member, type):
+                    found.append((f"{module_name}.{attr}.{key}", vars(value), key, member))
+    return found
+
+
+def _snapshot() -> tuple[dict[str, types.ModuleType], list[tuple[str, Any, str, Any]],
+                         set[types.CodeType]]:
+    modules = _machinery_modules()
+    members: list[tuple[str, Any, str, Any]] = []
+    for name, module in modules.items():
+        members += _members(name, module)
+    codes = set()
+    for _qual, _space, _key, value in members:
+        function = getattr(value, "__func__", getattr(value, "fget", value))
+        code = getattr(function, "__code__", None)
+        if isinstance(code, types.CodeType):
+            codes.add(code)
+    return modules, members, codes
+
+
+try:
+    _MODULES, _MEMBERS, _KNOWN_CODE = _snapshot()
+except Exception:  # the guard must never break the run it watches
+    _MODULES, _MEMBERS, _KNOWN_CODE = {}, [], set()
+_MISSING = object()
+
+
+def _replaced() -> list[str]:
+    """Members of the test machinery that are no longer the objects they were at load."""
+    found = [f"sys.modules[{name!r}]" for name, module in _MODULES.items()
+             if sys.modules.get(name) is not module]
+    for qual, space, key, value in _MEMBERS:
+        now = space.get(key, _MISSING)  # a module's dict, a class's live mappingproxy
+        # pytest patches itself with its own functions (legacypath sets Config's
+        # _getini_unknown_type at configure); anything else replaced is news, even by
+        # known code (assertTrue put in assertEqual's place passes any truthy value).
+        if now is not value and not _pytest_patches_itself(qual, now):
+            found.append(f"{qual} ({'removed' if now is _MISSING else 'replaced'})")
+    return sorted(found)[:_MAX_LISTED]
+
+
+def _pytest_patches_itself(qual: str, value: Any) -> bool:
+    function = getattr(value, "__func__", getattr(value, "fget", value))
+    owner = (getattr(function, "__module__", None) or "").split(".")[0]
+    return (qual.split(".")[0] in ("_pytest", "pluggy") and owner in ("_pytest", "pluggy")
+            and getattr(function, "__code__", None) in _KNOWN_CODE)
+
+
+def _explained(function: Any) -> bool:
+    """Whether a hook function is pytest's own code as loaded at start-up, or a function
+    of an installed module loaded later (its code from that module's own file, kept in
+    that module): never code compiled under another file's name."""
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    if code in _KNOWN_CODE:
+        return True
+    name = getattr(function, "__module__", None) or ""
+    module = sys.modules.get(name)
+    if module is None or name in _MODULES:
+        return False
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or _in_repository(path) \
+            or os.path.realpath(code.co_filename) != os.path.realpath(path):
+        return False
+    spaces = [vars(module), *(vars(v) for v in vars(module).values()
+                              if isinstance(v, type) and v.__module__ == name)]
+    return any(getattr(v, "__func__", v) is function for space in spaces
+               for v in space.values())
+
+
+def _plugin_hooks(manager: Any) -> dict[int, tuple[Any, list[Any]]]:
+    """Each registered plugin and the hook functions pluggy will call for it."""
+    hooks: dict[int, tuple[Any, list[Any]]] = {}
+    for caller in list(vars(manager.hook).values()):
+        for impl in getattr(caller, "get_hookimpls", list)():
+            entry = hooks.setdefault(id(impl.plugin), (impl.plugin, []))
+            entry[1].append(impl.function)
+    return hooks
+
+
+def _describe(plugin: Any, functions: list[Any]) -> str:
+    files = sorted({_in_repository(_code_file(f)) or str(_code_file(f)) for f in functions})
+    kind = (f"module {getattr(plugin, '__name__', '?')}"
+            if isinstance(plugin, types.ModuleType)
+            else f"{type(plugin).__qualname__} object")
+    return f"{kind} (hooks from {', '.join(files[:3])})"
+
+
+def _foreign_plugins(config: Any) -> list[str]:
+    """Plugins whose hook functions neither pytest, a conftest pytest loaded, nor an
+    installed entry point or module explains: judged by the functions, not names."""
+    manager = config.pluginmanager
+    conftests = {id(p) for p in getattr(manager, "_conftest_plugins", ())}
+    installed = {id(p) for p, _dist in manager.list_plugin_distinfo()}
+    found = []
+    for key, (plugin, functions) in _plugin_hooks(manager).items():
+        if key in conftests or key in installed:
+            continue
+        if not all(_explained(f) for f in functions):
+            found.append(_describe(plugin, functions))
+    return sorted(set(found))
+
+
+def _audit(event: str, args: tuple) -> None:
+    """Files under the tree the session opens for reading (imports included)."""
+    if event != "open" or len(_opened) >= _MAX_LISTED:
+        return
+    try:
+        path, mode, flags = args
+        if isinstance(mode, str) and any(c in mode for c in "wax+"):
+            return
+        if mode is None and isinstance(flags, int) and flags & 3:  # os.open, to write
+            return
+        text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else None
+        if text and os.path.abspath(text).startswith(_ROOT + os.sep):
+            _opened.add(os.path.abspath(text))
+    except Exception:
+        pass
+
+
+if hasattr(sys, "addaudithook"):
+    sys.addaudithook(_audit)
+
+
+def _opened_files() -> list[str]:
+    found = {_in_repository(path) for path in list(_opened)}
+    return sorted(p for p in found if p and "__pycache__" not in p)[:_MAX_LISTED]
+
+
+def _top_level() -> list[str]:
+    """Top-level module names of the installed distributions (a new module of the same
+    name in the tree would shadow one)."""
+    try:
+        from importlib import metadata
+        names = set(metadata.packages_distributions())
+    except Exception:
+        return []
+    return sorted(n for n in names if n.isidentifier())[:_MAX_LISTED]
+
+
+def _example_digest(example: Any) -> str:
+    key = json.dumps([example.source, example.want, example.exc_msg,
+                      sorted((str(k), bool(v)) for k, v in example.options.items())])
+    return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _note_item(item: Any) -> None:
+    """What the host's plan needs of one collected item: its module, or its doctest."""
+    where = _in_repository(str(getattr(item, "path", "") or getattr(item, "fspath", "")))
+    if not where:
+        return
+    dtest = getattr(item, "dtest", None)
+    if type(item).__name__ == "DoctestItem" and dtest is not None:
+        _session_items["doctests"].append(item.nodeid)
+        digests = ",".join(_example_digest(e) for e in getattr(dtest, "examples", []))
+        _session_items["doctest_examples"].append(f"{item.nodeid}\x1f{digests}")
+    else:
+        _session_items["test_modules"].append(where)
 
 
 def _plugins(config) -> list[str]:
@@ -100,6 +303,8 @@ def _import_hooks() -> list[str]:
 
 def pytest_collection_finish(session) -> None:
     for item in session.items:
+        with contextlib.suppress(Exception):  # never break the run it watches
+            _note_item(item)
         code = _test_code(item)
         if code is not None:
             _collected[item.nodeid] = code
@@ -137,7 +342,10 @@ def pytest_unconfigure(config) -> None:
     try:
         findings = {"plugins": _plugins(config), "patched": _patched(),
                     "import_hooks": _import_hooks(),
-                    "swapped": _swapped(session) if session is not None else []}
+                    "swapped": _swapped(session) if session is not None else [],
+                    "replaced": _replaced(), "foreign_plugins": _foreign_plugins(config),
+                    "opened": _opened_files(), "top_level": _top_level(),
+                    **{k: sorted(set(v))[:_MAX_LISTED] for k, v in _session_items.items()}}
     except Exception as exc:  # the guard must never break the run it watches
         findings = {"guard_error": [f"{type(exc).__name__}: {exc}"]}
     try:
