@@ -45,7 +45,7 @@ from tests.reliability.test_real_projects import _local_index
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
 from tests.test_pipeline_e2e import finished_run
 from workers.agent.transcript import read_transcript
-from workers.models.scripted import final_answer, think_and_call
+from workers.models.scripted import ScriptedModel, final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -56,7 +56,7 @@ NOT_INSTALLED = "not installed: the verdict ran with the setup of the original f
 # Run by pip (`setup.py egg_info`) in the setup phase: it reads a branch of the
 # repository from the workspace's `.git` and prints it; pip shows the output of a setup
 # that fails, and the harness records it.
-HOSTILE_SETUP_PY = f'''import os, subprocess
+HOSTILE_SETUP_PY = '''import os, subprocess
 here = os.path.dirname(os.path.abspath(__file__))
 leak = subprocess.run(["git", "--git-dir", os.path.join(here, ".git"), "show",
                        "vault:key.txt"], capture_output=True, text=True).stdout
@@ -194,3 +194,54 @@ def test_solve_on_its_own_branch_runs_no_setup_py_the_model_wrote(
     assert MARKER not in text, "the model's setup.py ran in setup"
     assert SECRET not in text
     assert second.returncode == 0, second.stdout + second.stderr
+
+
+def test_links_a_setup_leaves_are_replaced_never_followed(
+        tmp_path: Path, scorecard: Recorder) -> None:
+    """The repository's own setup is untrusted too, and the tree it leaves is the host's
+    to switch to the run's start: it links `pkg` (where the bot's commit put a file) and
+    `.git` (where the model's git directory goes) to a directory on the host. The host's
+    checkout must replace the links, never write through them."""
+    from bot.repo_config import parse_repo_config
+    from sandbox.trees import remove_tree
+    from workers.agent.events import Outputs
+    from workers.agent.transcript import Transcript
+    from workers.publish import bot_identity, branch_for
+    from workers.run_path import OwnCommits, execute, open_workspace, prepare
+
+    record = scorecard("6ze-hostile-setup-links",
+                       "Hostile issue: the setup phase links `pkg` and `.git` to a host "
+                       "directory before the run's start is checked out over them",
+                       "the host directory stays empty; `pkg/notes.py` and the model's "
+                       "`.git` are real; the honest fix is the whole change")
+    email = bot_identity("frognano[bot]")[1]
+    with reachable_dir() as root:
+        bait = root / "bait"
+        bait.mkdir()
+        source = make_repo(root / "src", template="calc_repo")
+        git(source, "checkout", "-q", "-b", branch_for(1))
+        (source / "pkg").mkdir()
+        (source / "pkg" / "notes.py").write_text("NOTE = 'from the bot'\n")
+        git(source, "add", "pkg")
+        git(source, "-c", "user.name=bot", "-c", f"user.email={email}", "commit", "-qm", "n")
+        git(source, "checkout", "-q", "main")
+        host = open_workspace(source, branch_for(1), root / "run",
+                              own_commits=OwnCommits("refs/heads/main", email))
+        config = parse_repo_config(f"setup: ln -s {bait} pkg && ln -s {bait} .git\n")
+        look = think_and_call("Look.", "Bash", command="cat pkg/notes.py; git log --oneline")
+        with Transcript(tmp_path / "t.jsonl") as transcript:
+            result = execute(prepare("add() subtracts", host.work_tree, config),
+                             ScriptedModel([look, FIX_CALC, final_answer("Fixed.")]),
+                             host, "bubblewrap", Outputs(transcript))
+        written = sorted(os.listdir(bait))
+        real = not (host.work_tree / "pkg").is_symlink() and \
+            not (host.work_tree / ".git").is_symlink()
+        remove_tree(root / "run")
+    seen = json.dumps(read_transcript(tmp_path / "t.jsonl"))
+    record.observed = {"written through the links": written, "real dirs": real,
+                       "model saw the bot's file": "from the bot" in seen,
+                       "change": result.snapshot.paths if result.snapshot else None}
+    assert written == [], "the host wrote through a link the setup left"
+    assert real and "from the bot" in seen
+    assert result.tests_passed and result.snapshot is not None, result.error
+    assert result.snapshot.paths == ["calc.py"]
