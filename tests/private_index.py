@@ -60,7 +60,8 @@ def private_index(token: str, wheels: list[Path], *, user: str = "ci",
         def do_GET(self) -> None:  # http.server calls it by this name
             authorized = self.headers.get("Authorization") == expected
             state.requests.append({"path": self.path, "authorized": authorized,
-                                   "agent": self.headers.get("User-Agent", "")})
+                                   "agent": self.headers.get("User-Agent", ""),
+                                   "sent": self.headers.get("Authorization")})
             if not authorized:
                 self._send(401, b"credentials needed\n", "text/plain",
                            {"WWW-Authenticate": 'Basic realm="corp"'})

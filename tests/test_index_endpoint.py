@@ -144,7 +144,7 @@ def test_credentials_go_to_their_own_origin_only(wheel: Path, tmp_path: Path) ->
                 status = get(base + href)[0]
     assert status == 502  # the other host wants its own token, which nobody sent
     assert other.requests == [{"path": f"/files/{other_wheel.name}", "authorized": False,
-                               "agent": "frognano-index"}]
+                               "agent": "frognano-index", "sent": None}]
 
 
 def test_find_links_directories_are_listed(tmp_path: Path, wheel: Path) -> None:
