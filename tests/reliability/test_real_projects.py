@@ -154,4 +154,5 @@ def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Pa
     assert set(project.failing) <= {t for t, s in baseline["tests"].items() if s == "failed"}
     assert all(s in ("passed", "failed", "skipped", "xfailed") for s in baseline["tests"].values())
     assert result["exit_reason"] == "tests_passed" and result["verdict"]["accepted"] is True
+    assert result["verdict"]["read_first"] == [], "an honest fix is not flagged"
     assert len(branches) == 1 and new in fixed

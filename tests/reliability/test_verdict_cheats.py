@@ -362,7 +362,8 @@ def test_honest_fix_is_accepted(checkout: Checkout, with_test: bool,
                                            else "new tests: none")
     assert all(result.final.tests[node] == "passed" for node in project.node_ids())
     record.observed = {"verdict": "accepted", "new tests": verdict.new_tests_summary(),
-                       "tests": len(result.final.tests)}
+                       "tests": len(result.final.tests), "flags": len(verdict.read_first)}
+    assert verdict.read_first == [], "an honest fix is not flagged"
 
 
 def test_feature_request_needs_the_new_tests_to_pass(checkout: Checkout,

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, unpack
+from tests.reliability import test_real_projects as real
 from tests.reliability import test_verdict_cheats as cheats
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import MAINTAINER, OWNER, StackOptions, running_stack, wait_for
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.change_flags import ChangeFlag
+from workers.agent.change_flags import ChangeFlag, scan_change
 from workers.agent.harness import SolveResult
 from workers.agent.outside_pytest import DISAGREES
 from workers.models.scripted import final_answer, think_and_call
@@ -264,3 +265,46 @@ def test_flagged_change_reaches_the_pr_body_first_and_its_label(
     assert sections[0] == "## ⚠️ Read this first"
     assert f"`{LIBRARY}:{expected}`" in body.split("## Summary")[0], body[:1500]
     assert "needs-human-review" in labels and "needs-careful-review" in labels
+
+
+def _honest_changes(root: Path) -> Iterator[tuple[str, dict[str, bytes], dict[str, bytes],
+                                                  list[str]]]:
+    """(name, base files, changed files, failing test ids) of every honest fix the
+    reliability suite makes: the verdict cheats' (with and without a new test) and the
+    real projects' through `frognano solve`."""
+    for project in cheats.PROJECTS.values():
+        unpack(cheats.DATA / project.tarball, root / project.name)
+        source = root / project.name / project.name
+        path, old, new = project.fix
+        base = {path: (source / path).read_bytes()}
+        for test_file, _ in project.failing:
+            base[test_file] = (source / test_file).read_bytes()
+        fixed = {path: base[path].replace(old.encode(), new.encode(), 1)}
+        yield project.name, base, fixed, project.node_ids()
+        test_path, content = project.new_test
+        yield f"{project.name} with a test", base, {**fixed, test_path: content.encode()}, \
+            project.node_ids()
+    for name, project in real.PROJECTS.items():
+        if project.files is None:
+            continue  # the vendored ones are the same fixes as above
+        path, old, new = project.fix
+        base = {p: text.encode() for p, text in project.files.items()}
+        yield name, base, {path: base[path].replace(old.encode(), new.encode(), 1)}, \
+            list(project.failing)
+
+
+def test_honest_fixes_get_no_flag(tmp_path: Path, scorecard: Recorder) -> None:
+    """False positives are failures: the scan over every honest fix of the suite."""
+    record = scorecard("12-verdict-honest-no-flags",
+                       "Honest fixes get no \"Read this first\" flag",
+                       "the change scan over every honest fix of the verdict and real-project "
+                       "scenarios (toolz, python-slugify, a test-extras project): no flag")
+    flagged: dict[str, list[str]] = {}
+    changes = list(_honest_changes(tmp_path))
+    for name, base, changed, failing in changes:
+        assert all(base.get(p) != text for p, text in changed.items()), name
+        flags = scan_change(list(changed), base.get, {**base, **changed}.get, failing)
+        if flags:
+            flagged[name] = [f.text() for f in flags]
+    record.observed = {"honest changes": len(changes), "flagged": len(flagged)}
+    assert not flagged, flagged
