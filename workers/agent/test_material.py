@@ -25,6 +25,7 @@ that and the base tree:
 from __future__ import annotations
 
 import sys
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -54,7 +55,7 @@ class TestMaterial:
     taken_names: frozenset[str] = frozenset()  # a new top-level module must not use them
 
     def holds(self, path: str) -> bool:
-        return path in self.files or any(path.startswith(f + "/") for f in self.folders)
+        return path in self.files or _under(path, self.folders)
 
 
 def _folders(path: str) -> list[str]:
@@ -72,12 +73,12 @@ def _test_named(name: str) -> bool:
     return name in MATERIAL_NAMES or is_test_path(name + "/")
 
 
-def _library(folder: str, base: set[str], collected: set[str], doctest_files: set[str]
-             ) -> bool:
+def _library(folder: str, base: set[str], by_folder: dict[str, list[str]],
+             collected: set[str], doctest_files: set[str]) -> bool:
     """Whether `folder` holds the project's own code (so it is never restored whole)."""
     if folder in ("", "src"):
         return True
-    files = [p for p in base if p.rsplit("/", 1)[0] == folder]
+    files = by_folder.get(folder, [])
     if any(p in doctest_files for p in files):
         return True
     if f"{folder}/__init__.py" not in base or _test_named(_top_package(folder)):
@@ -85,6 +86,10 @@ def _library(folder: str, base: set[str], collected: set[str], doctest_files: se
     return any(p.endswith(".py") and p not in collected and not is_test_path(p)
                and PurePosixPath(p).name not in ("__init__.py", "conftest.py")
                for p in files)
+
+
+def _under(path: str, folders: AbstractSet[str]) -> bool:
+    return any(folder in folders for folder in _folders(path))
 
 
 def _named_folders(base: set[str]) -> set[str]:
@@ -140,11 +145,14 @@ def material_from(baseline: TestVerdict, base_paths: list[str]) -> TestMaterial:
     collected = set(guard.get("test_modules", [])) or \
         {t.split("::")[0] for t in baseline.tests if t.split("::")[0].endswith(".py")
          and is_test_path(t.split("::")[0])}
+    by_folder: dict[str, list[str]] = {}
+    for path in base:
+        by_folder.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", []).append(path)
     folders = {f for f in (p.rsplit("/", 1)[0] for p in collected if "/" in p)
-               if not _library(f, base, collected, set(doctests))}
+               if not _library(f, base, by_folder, collected, set(doctests))}
     folders |= _named_folders(base)
     code_dirs = {p.rsplit("/", 1)[0] for p in base if "/" in p and p.endswith(".py")
-                 and not is_test_path(p) and not any(p.startswith(f + "/") for f in folders)}
+                 and not is_test_path(p) and not _under(p, folders)}
     restore, package_data = _opened(guard, base, code_dirs)
     own = {PurePosixPath(p).parts[0 if not p.startswith("src/") else 1].split(".")[0]
            for p in base if "/" in p or p.endswith(".py")}

@@ -31,6 +31,7 @@ from workers.agent.change_flags import failing_tests, scan_change
 from workers.agent.outside_pytest import check_outside_pytest
 from workers.agent.repo_tests import TestVerdict
 from workers.agent.test_files import TreePlan, is_test_config, is_test_path, plan_verdict_tree
+from workers.agent.test_material import TestMaterial, material_from
 from workers.agent.test_report import (
     ReportPipe,
     documents,
@@ -39,7 +40,7 @@ from workers.agent.test_report import (
     report_request,
 )
 from workers.agent.verdict import Verdict, decide
-from workers.hostgit import HostRepo, Snapshot
+from workers.hostgit import HostRepo, Snapshot, run_git
 
 SandboxFactory = Callable[[SandboxConfig], Sandbox]
 # Files in the venv through which code runs at interpreter or pytest start-up.
@@ -101,6 +102,7 @@ class VerdictRunner:
             self.config = config or sandbox.config  # type: ignore[attr-defined]
             self.open_sandbox = open_sandbox or type(sandbox)
         self.runs = 0
+        self._material: tuple[TestVerdict, TestMaterial] | None = None
         self.private_copy = scratch / "private-after-setup"
         self.hooks_after_setup: dict[str, int] = {}
         self.setup_left_out: list[str] = []  # FIFOs, devices, too deep: not in the copy
@@ -191,11 +193,17 @@ class VerdictRunner:
         # its PR: HostRepo.distrust), though this change left them alone.
         drift = [] if self.repo.test_base == self.repo.base else \
             self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
-        restore = [p for p in {*snapshot.paths, *drift} if is_test_path(p) or is_test_config(p)]
+        material = self.material(baseline)
+        plan = plan_verdict_tree(snapshot.paths, self.repo.read_base, self._reader(snapshot),
+                                 material)
+        restore = {*plan.restore, *(p for p in drift if is_test_path(p) or is_test_config(p)
+                                    or material.holds(p))}
         verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
+        if plan.restored_files:  # library files with their original doctest examples
+            verdict_tree = tree_with_files(self.repo, verdict_tree, plan.restored_files,
+                                           self.scratch)
         final = self.run(verdict_tree, "verdict", timeout)
         with_model_tests = None
-        plan = plan_verdict_tree(snapshot.paths, self.repo.read_base, self._reader(snapshot))
         model_test_files = [p for p in plan.model_tests if not is_test_config(p)]
         if model_test_files and not plan.refusals:
             # The model's own tests, with the original configuration: reported
@@ -213,6 +221,38 @@ class VerdictRunner:
     def _reader(self, snapshot: Snapshot) -> Callable[[str], bytes | None]:
         """Candidate file contents, read from the host's git objects (never the tree)."""
         return lambda path: self.repo.read(snapshot.tree, path)
+
+    def material(self, baseline: TestVerdict) -> TestMaterial:
+        """What the baseline's run says is test material (kept: one baseline a run)."""
+        cached = self._material
+        if cached is None or cached[0] is not baseline:
+            cached = self._material = (baseline, material_from(baseline,
+                                                               self.repo.base_paths()))
+        return cached[1]
+
+
+def tree_with_files(repo: HostRepo, tree: str, files: dict[str, bytes], scratch: Path
+                    ) -> str:
+    """`tree` with each path's content replaced by `files[path]`, its mode kept; the
+    blobs are written into the host's own git directory, never into a work tree."""
+    scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
+    index, blob = scratch / "files.index", scratch / "files.blob"
+    index.unlink(missing_ok=True)
+    env = {"GIT_INDEX_FILE": str(index)}
+    run_git("read-tree", tree, git_dir=repo.git_dir, env=env)
+    for path, content in sorted(files.items()):
+        blob.write_bytes(content)
+        sha = run_git("hash-object", "-w", "--stdin", git_dir=repo.git_dir,
+                      input_file=blob).decode().strip()
+        entry = run_git("--literal-pathspecs", "ls-files", "-s", "--", path,
+                        git_dir=repo.git_dir, env=env).decode().split()
+        mode = entry[0] if entry else "100644"
+        run_git("update-index", "--cacheinfo", f"{mode},{sha},{path}", git_dir=repo.git_dir,
+                env=env)
+    written = run_git("write-tree", git_dir=repo.git_dir, env=env).decode().strip()
+    index.unlink(missing_ok=True)
+    blob.unlink(missing_ok=True)
+    return written
 
 
 def guard_findings(writes: list[bytes], oversize: bool) -> dict[str, list[str]] | None:
