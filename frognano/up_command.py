@@ -34,7 +34,7 @@ from typing import IO
 
 import redis
 
-from bot.settings import BotSettings
+from bot.settings import BotSettings, credentials_path
 from frognano.doctor import all_checks
 from frognano.doctor import report as doctor_report
 from frognano.gpus import plan_run_workers, scan_gpus
@@ -175,6 +175,8 @@ def _banner(url: str, redis_text: str, workers_text: str, state_dir: Path,
         f"  workers   {workers_text}",
         f"  redis     {redis_text}",
         f"  state     {state_dir}",
+        # Not the working directory, which is often the clone (bot/setup_flow.py).
+        f"  app keys  {credentials_path(state_dir)} (written by setup, mode 0600)",
         f"  next      {next_step}",
         "  stop      Ctrl-C; queued work is kept for the next `frognano up`",
         "", ""])
