@@ -86,7 +86,7 @@ def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
     token = secrets.token_hex(16)
     pipe = ReportPipe(channel / f"{secrets.token_hex(8)}.plain", RESULT_MAX_BYTES)
     spec = {"report": str(pipe.path), "token": token,
-            "tests": [list(PLAIN_ID.match(t).groups()) for t in tests]}  # type: ignore[union-attr]
+            "tests": [test.split("::", 1) for test in tests]}  # targets() matched PLAIN_ID
     config = dataclasses.replace(runner.config, workspace=workspace, private_dir=private,
                                  extra_ro_binds=[*runner.config.extra_ro_binds, channel])
     try:
