@@ -139,7 +139,7 @@ class DiskWatch:
         if self.exceeded_at is not None and self.exceeded_at >= TOO_SLOW:
             raise DiskQuotaExceeded(
                 f"disk_quota: the workspace and the sandbox's private files hold so many "
-                f"entries that one walk took over {WALK_MAX_SECONDS:.0f} s, which the disk "
+                f"entries that one walk took over {WALK_MAX_SECONDS:g} s, which the disk "
                 "quota cannot measure; the command was killed")
         if self.exceeded_at is not None and self.exceeded_at >= UNBOUNDED:
             raise DiskQuotaExceeded(
