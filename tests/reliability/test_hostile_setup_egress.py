@@ -231,6 +231,14 @@ def test_a_hostile_setup_py_reaches_only_the_index_and_never_sees_its_token(
         "host service connections": len(hits),
         "index requests (all with the token, by the endpoint)": len(index.requests)}
     output = proc.stdout + proc.stderr
+    # The token is nowhere the sandbox or the run's outputs reach.
+    # (What it finds are documentation examples in the venv's own packages.)
+    assert not [u for u in found.get("credential urls", [])
+                if f":{index.port}" in u or "ci:" in u]
+    for where, text in (("sandbox", json.dumps(found)), ("transcript", transcript_text),
+                        ("output", output), ("workspace", workspace_text),
+                        ("branch", pushed)):
+        assert TOKEN not in text, where
     assert proc.returncode == 0 and result["exit_reason"] == "tests_passed", output[-3000:]
     assert found, f"setup.py left no report: {output[-3000:]}"
     # Every way out refused: by the proxy (403), or no route at all from the namespace.
@@ -245,13 +253,6 @@ def test_a_hostile_setup_py_reaches_only_the_index_and_never_sees_its_token(
     assert index.requests and all(r["authorized"] and r["agent"] == "frognano-index"
                                   for r in index.requests), index.requests
     assert any(r["path"].startswith("/files/corp_helper") for r in index.requests)
-    # The token is nowhere the sandbox or the run's outputs reach.
-    # (What it finds are documentation examples in the venv's own packages.)
-    assert not [u for u in found["credential urls"] if f":{index.port}" in u or "ci:" in u]
-    for where, text in (("sandbox", json.dumps(found)), ("transcript", transcript_text),
-                        ("output", output), ("workspace", workspace_text),
-                        ("branch", pushed)):
-        assert TOKEN not in text, where
     # The refusals are in the run's transcript and in the host's log, with their fix.
     assert any(line == "refused CONNECT exfil.example:443: not a package index host "
                "(FROGNANO_SETUP_EGRESS_HOSTS=exfil.example would allow it)"
