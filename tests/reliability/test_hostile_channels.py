@@ -25,6 +25,7 @@ from sandbox.base import SandboxError
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir, running_sandbox
+from workers.agent import verdict_run
 from workers.agent.harness import SolveLimits, SolveResult, solve
 from workers.agent.repo_tests import PYTEST_COMMAND
 from workers.agent.transcript import Transcript
@@ -310,3 +311,28 @@ def test_transcript_of_large_turns(scorecard: Recorder, tmp_path: Path) -> None:
     assert cut.count("turn") >= 2, cut
     assert records[0]["kind"] == "run" and records[-1]["kind"] == "result"
     assert "cut" not in records[-1] and result.exit_reason == "tests_passed"
+
+
+def test_venv_of_many_startup_hooks(scorecard: Recorder,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    record = scorecard("6aj-hostile-channel-venv-walk",
+                       "Hostile issue: the agent's shell puts 30,000 .pth files into the "
+                       "venv (the venv walk's bound lowered to 10,000 entries)",
+                       "the host's walk of the venv for start-up hooks stops at its bound "
+                       "(1,000,000 entries, 300,000 hooks, 60 s; 10,000 entries here) and "
+                       "says so; at most 20 hooks are named in the warnings")
+    monkeypatch.setattr(verdict_run, "VENV_MAX_ENTRIES", 10_000)
+    plant = think_and_call("Speed up start-up.", "Bash", command=(
+        "mkdir -p /frognano/venv/lib && cd /frognano/venv/lib && python3 -c 'import os\n"
+        "for i in range(30_000):\n    os.close(os.open(f\"h{i}.pth\", "
+        "os.O_CREAT | os.O_WRONLY))\n' && echo planted"))
+    with reachable_dir() as root:
+        probe = PeakProbe()
+        result = solve_hostile(root, FIXED_CALC, extra_steps=(plant,))
+        peak = probe.mib()
+    hooks = [w for w in result.suspicious if "start-up hook in the venv" in w]
+    record.observed = {"planted": 30_000, "hooks named": len(hooks),
+                       "worker peak MiB above start": peak,
+                       "first": hooks[0][:110] if hooks else "none"}
+    assert hooks and "not walked further: over 10,000 entries" in hooks[0], hooks[:2]
+    assert len(hooks) <= 21 and "more" in hooks[-1], len(hooks)

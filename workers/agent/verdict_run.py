@@ -55,6 +55,7 @@ TREE_MAX_ENTRIES = 300_000
 TREE_MAX_PATH_CHARS = 64 * 1024**2  # the paths kept: long names cost more than entries
 VENV_MAX_ENTRIES = 1_000_000
 WALK_MAX_SECONDS = 60.0
+HOOKS_NAMED = 20  # start-up hooks named in the result's warnings
 
 
 @dataclass
@@ -119,7 +120,12 @@ class VerdictRunner:
         """Start-up hooks the agent phase added to or changed in its venv (not used by
         the verdict, which runs with the copy; said in the result)."""
         now = startup_hooks(self.config.private_dir / "venv")
-        return sorted(p for p, size in now.items() if self.hooks_after_setup.get(p) != size)
+        changed = sorted(p for p, size in now.items() if self.hooks_after_setup.get(p) != size)
+        if len(changed) <= HOOKS_NAMED:  # each one a line of the PR body's warnings
+            return changed
+        # A bound that stopped the walk is named first: it explains why the list ends.
+        ordered = sorted(changed, key=lambda p: not p.startswith("<"))
+        return [*ordered[:HOOKS_NAMED], f"… and {len(changed) - HOOKS_NAMED} more"]
 
     def run(self, tree: str, label: str, timeout: float) -> TestVerdict:
         self.runs += 1
