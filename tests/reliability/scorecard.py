@@ -95,62 +95,61 @@ def _sections(records: list[ScenarioRecord]
 
 
 # Every channel through which the host reads what a sandbox wrote (issue 18 §4), its
-# bound, and the scenario that goes past it: a static table, so a channel with no row
-# here is one nobody bounded.
-CHANNELS: list[tuple[str, str, str]] = [
+# bound, and the scenarios (their keys, or a parametrised key's stem) that go past it:
+# a static table, so a channel with no row here is one nobody bounded. The scenarios'
+# titles and results come from the records.
+CHANNELS: list[tuple[str, str, tuple[str, ...]]] = [
     ("The junit/go report FIFO (`ReportPipe`, workers/agent/test_report.py)",
      "64 MiB a write; 64 writes or 128 MiB per test run kept, later writes only counted; "
-     "past it the verdict refuses, naming the bound",
-     "the junit report rewritten 24 times (6ab)"),
+     "past it the verdict refuses, naming the bound", ("6ab-hostile-channel-report-loop",)),
     ("The pytest guard's FIFO (workers/agent/verdict_run.py)",
      "4 MiB a write, 8 MiB per test run; past it the verdict refuses",
-     "the pytest guard's report written 192 times (6ac)"),
+     ("6ac-hostile-channel-guard-flood",)),
     ("The junit XML parse (`parse_junit`)",
      "streamed through expat, nothing but results kept; any DOCTYPE refused (no entity "
      "can be declared); 4,000,000 elements, 64 levels, 500,000 tests, ids cut at 2,000 "
      "characters (and hashed); `go test -json` likewise read a line at a time",
-     "a 16 MiB junit report of XML entities (6ad)"),
+     ("6ad-hostile-channel-xml-entities",)),
     ("The walk of the tree under test (`tree_state`: what changed while the tests ran)",
      "300,000 entries, 64 Mi characters of paths, 60 s, 128 levels, one open directory a "
-     "level, read as a stream; past it the verdict refuses",
-     "150,000 files with paths of 3,700 characters (6ae)"),
+     "level, read as a stream; past it the verdict refuses", ("6ae-hostile-channel-tree-walk",)),
     ("The test and setup commands' output (`ExecResult` stdout/stderr)",
-     "the last 200,000 characters of each stream, cut by the runner and again by the host",
-     "2 GiB printed during the verdict (6af); 10 GB of output (6d)"),
-    ("The runner's replies (sandbox/runner_client.py)",
-     "one reply at a time, at most 64 MiB, HMAC-authenticated; the runner's stderr: 64 "
-     "lines of 2,000 bytes",
-     "one 1 GiB line at the runner's channel (6k); a forged reply (6j)"),
+     "the last 200,000 characters of each stream, cut by the runner and again by the "
+     "host", ("6af-hostile-channel-output-flood", "6d-sandbox-output-flood")),
+    ("The runner's replies and stderr (sandbox/runner_client.py)",
+     "one reply at a time, at most 64 MiB, HMAC-authenticated; stderr: the last 64 lines "
+     "of 2,000 bytes", ("6k-sandbox-channel-flood", "6j-sandbox-forged-reply")),
     ("The disk quota's walk (`tree_bytes`, sandbox/disk_quota.py)",
      "stops once past the quota; a walk over 30 s counts as over it (`disk_quota` names "
      "it); 256 levels",
-     "200,000 empty files from the agent's shell (6ag); filling the disk (6c)"),
+     ("6ag-hostile-channel-quota-walk", "6c-sandbox-disk-fill", "6o-sandbox-inodes")),
     ("The copy of the private area after setup (`copy_tree`, sandbox/trees.py)",
      "500,000 entries or 300 s, 64 levels, paths of 2,048 bytes, holes kept, read as a "
-     "stream; what is left out is named",
-     "setup leaves 30,000 files (6ah); sparse files (6u)"),
+     "stream; the first path left out says why",
+     ("6ah-hostile-channel-setup-copy", "6u-hostile-private-sparse")),
     ("The venv's start-up hooks (`startup_hooks`)",
      "1,000,000 entries, 300,000 hooks, 60 s; at most 20 named in the warnings",
-     "30,000 .pth files in the venv (6aj)"),
+     ("6aj-hostile-channel-venv-walk", "6v-hostile-private-venv-link")),
     ("Removing a run's trees (`remove_tree`)",
      "one open directory a level, subdirectories 4,096 names at a time, never a listing "
-     "of a whole directory",
-     "the deep tree scenarios; 150,000 files of long paths (6ae)"),
+     "of a whole directory", ("6n-sandbox-deep-tree", "6ae-hostile-channel-tree-walk")),
     ("The transcript (workers/agent/transcript.py)",
      "1,000,000 characters a string, 4,000,000 a record, 64,000,000 a transcript (then "
-     "records keep kind, time and a note; header and result stay whole)",
-     "turns of 20,000 characters of output (6ai)"),
+     "a record keeps kind, time and a note; the header and the result stay whole)",
+     ("6ai-hostile-channel-transcript",)),
 ]
 
 
-def _channels_table() -> list[str]:
+def _channels_table(records: list[ScenarioRecord]) -> list[str]:
     lines = ["", "## Channels from the sandbox to the host", "",
              "Everything the host reads that a sandbox wrote, with its total bound and the "
-             "scenario above that goes past it (a static table, kept by hand in "
-             "`tests/reliability/scorecard.py`).", "",
-             "| channel | bound | scenario past it |", "|---|---|---|"]
-    for channel, bound, scenario in CHANNELS:
-        cells = (text.replace("|", "\\|") for text in (channel, bound, scenario))
+             "scenarios that go past it (a static table in `tests/reliability/scorecard.py`; "
+             "the scenarios' results are the rows above).", "",
+             "| channel | bound | scenarios past it |", "|---|---|---|"]
+    for channel, bound, keys in CHANNELS:
+        chosen = [r for r in records if r.key.startswith(keys)]
+        scenarios = "<br>".join(f"{r.title} ({r.outcome})" for r in chosen) or "not run"
+        cells = (text.replace("|", "\\|") for text in (channel, bound, scenarios))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -182,7 +181,7 @@ def render(records: list[ScenarioRecord], missing: list[str]) -> str:
             expectation = r.expectation.replace("|", "\\|")
             lines.append(f"| **{r.title}** | {expectation} | "
                          f"{_format_observed(r.observed)} | {mark} | {r.seconds:.1f} |")
-    lines += _channels_table()
+    lines += _channels_table(records)
     notes = [(r.title, note) for r in records for note in r.notes]
     if notes:
         lines += ["", "## Notes", ""]

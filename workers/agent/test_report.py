@@ -154,11 +154,11 @@ class ReportPipe:
         """Which cap the writes passed, in words that stay the same for every run that
         passes it (a baseline that passed it too is then no news); None within them."""
         if self.oversize:
-            return (f"a write of {self.label} was over {self.max_bytes // 1024**2} MiB "
+            return (f"a write of {self.label} was over {_size(self.max_bytes)} "
                     "(read on, not kept)")
         if self.over_total:
             return (f"the writes of {self.label} passed {self.max_writes} writes or "
-                    f"{self.max_total_bytes // 1024**2} MiB in all (later ones were "
+                    f"{_size(self.max_total_bytes)} in all (later ones were "
                     "counted, not kept)")
         return None
 
@@ -177,6 +177,10 @@ class ReportPipe:
                 os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
             self._thread.join(0.05)
         return self.writes
+
+
+def _size(count: int) -> str:
+    return f"{count // 1024**2} MiB" if count % 1024**2 == 0 else f"{count:,} bytes"
 
 
 def documents(kind: str, writes: list[bytes]) -> list[bytes]:
