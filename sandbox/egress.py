@@ -33,6 +33,7 @@ import errno
 import ipaddress
 import logging
 import os
+import re
 import shutil
 import socket
 import stat
@@ -92,18 +93,29 @@ class NetworkLog:
             return (*self._lines, *more)
 
 
+USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
+
+
+def redact(text: str) -> str:
+    """`text` with every URL's userinfo (`user:token@`) replaced by `***@`."""
+    return USERINFO.sub("***@", text)
+
+
 def printable(text: str, limit: int = 300) -> str:
     """A name the sandbox chose, safe for a log line and a terminal."""
     return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class OutboundProxy:
     """The host's own outbound proxy (HTTPS_PROXY, NO_PROXY), for the index endpoint's
     fetches and the CONNECT proxy alike."""
 
     url: str = ""
     no_proxy: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:  # the proxy's URL may hold its password
+        return redact(f"OutboundProxy({self.url!r}, {self.no_proxy!r})")
 
     def for_host(self, host: str) -> str:
         """The proxy URL to reach `host` through, or "" to go direct."""

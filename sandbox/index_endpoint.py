@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
-from sandbox.egress import NetworkLog, OutboundProxy, SocketService, printable
+from sandbox.egress import NetworkLog, OutboundProxy, SocketService, printable, redact
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
 INDEX_PORT = 3141  # inside the setup sandbox's own network namespace: nobody else's
@@ -61,12 +61,6 @@ ANCHOR_ATTRIBUTES = ("data-requires-python", "data-yanked", "data-dist-info-meta
 ARCHIVES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tgz", ".tar")
 CANONICAL = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 SHA256 = re.compile(r"sha256=([0-9a-fA-F]{64})")
-USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
-
-
-def redact(text: str) -> str:
-    """`text` with every URL's userinfo (`user:token@`) replaced by `***@`."""
-    return USERINFO.sub("***@", text)
 
 
 def canonical_name(name: str) -> str:
@@ -85,7 +79,7 @@ def without_userinfo(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PackageSources:
     """Where the setup phase's pip finds packages, as the host reaches them."""
 
@@ -96,6 +90,9 @@ class PackageSources:
 
     def urls(self) -> tuple[str, ...]:
         return (self.index_url or PYPI_SIMPLE, *self.extra_index_urls, *self.find_links)
+
+    def __repr__(self) -> str:  # a URL may hold a token: never in a log line or a trace
+        return redact(f"PackageSources({self.urls()!r}, cache_dir={self.cache_dir!r})")
 
     def hosts(self) -> tuple[str, ...]:
         """The hosts of the http(s) entries, for the egress proxy's list (PyPI's two

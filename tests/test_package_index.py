@@ -35,8 +35,11 @@ def test_settings_become_the_sandboxs_network_config(tmp_path: Path,
             "HTTPS_PROXY": "http://proxy.corp:3128", "NO_PROXY": "pypi.corp,.internal",
             "FROGNANO_STATE_DIR": str(tmp_path / "state")}.items():
         monkeypatch.setenv(name, value)
-    fields = PackageIndex.from_settings(BotSettings(_env_file=None)).sandbox_fields()
+    index = PackageIndex.from_settings(BotSettings(_env_file=None))
+    fields = index.sandbox_fields()
     sources = fields["package_sources"]
+    shown = repr(index) + repr(SandboxConfig(workspace=tmp_path, private_dir=tmp_path, **fields))
+    assert TOKEN not in shown and "https://***@pypi.corp/simple" in shown  # a log line
     assert sources.index_url == f"https://ci:{TOKEN}@pypi.corp/simple"
     assert sources.extra_index_urls == ("file:///opt/pypi/simple", "https://x.example/s")
     assert sources.find_links == ("/opt/wheels",)
@@ -53,11 +56,11 @@ def test_settings_become_the_sandboxs_network_config(tmp_path: Path,
                                                                "files.pythonhosted.org")
 
 
-PROBE = ("env | sort; cat /proc/self/environ | tr '\\0' '\\n' | grep -c PIP_ || true; "
-         "ls /opt/pypi 2>&1 | head -1; grep -rs {token} /frognano /tmp /etc /run 2>/dev/null "
-         "| head -3 || true")
-INSTALL = ("python3 -m venv /tmp/v && /tmp/v/bin/pip install --no-deps corp-helper 2>&1 "
-           "| tail -2 && /tmp/v/bin/python -c 'import corp_helper; print(corp_helper.VALUE)'")
+PROBE = "env | sort; ls /opt/pypi 2>&1 | head -1"
+# Inside bubblewrap, every file the sandbox can read too (unsafe-local reads the host's).
+FILES_PROBE = PROBE + "; grep -rs {token} /frognano /tmp /etc /run 2>/dev/null | head -3"
+INSTALL = ('python3 -m venv "$HOME/v" && "$HOME/v/bin/pip" install --no-deps corp-helper 2>&1 '
+           '| tail -2 && "$HOME/v/bin/python" -c "import corp_helper; print(corp_helper.VALUE)"')
 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
@@ -69,11 +72,12 @@ def test_setup_installs_from_a_private_index_it_never_sees(backend: str) -> None
             sources = PackageSources(index.url, ("file:///opt/pypi/simple",))
             config = SandboxConfig(workspace=make_git_workspace(root),
                                    private_dir=root / "private", package_sources=sources)
+            probe = (FILES_PROBE if backend == "bubblewrap" else PROBE).format(token=TOKEN)
             with open_sandbox(backend, config) as sandbox:
                 install = sandbox.exec(INSTALL, network=True, timeout=120)
-                setup = sandbox.exec(PROBE.format(token=TOKEN), network=True)
-                tests = sandbox.exec(PROBE.format(token=TOKEN))
-                agent = sandbox.run_tool("Bash", {"command": PROBE.format(token=TOKEN)})
+                setup = sandbox.exec(probe, network=True)
+                tests = sandbox.exec(probe)
+                agent = sandbox.run_tool("Bash", {"command": probe})
     assert install.ok and install.stdout.strip().endswith("42"), install
     assert any(r["path"].startswith("/files/corp_helper") and r["authorized"]
                for r in index.requests), index.requests

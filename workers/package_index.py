@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.settings import BotSettings
 from sandbox.egress import OutboundProxy
-from sandbox.index_endpoint import PYPI_SIMPLE, PackageSources
+from sandbox.index_endpoint import PYPI_SIMPLE, PackageSources, redact
 
 CACHE_DIR_NAME = "package-cache"
 
@@ -25,7 +25,7 @@ def _items(text: str | None) -> tuple[str, ...]:
     return tuple(item for item in re.split(r"[\s,]+", text or "") if item)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PackageIndex:
     index_url: str = ""
     extra_index_urls: tuple[str, ...] = ()
@@ -47,6 +47,10 @@ class PackageIndex:
                    https_proxy=(settings.https_proxy or "").strip(),
                    no_proxy=_items(settings.no_proxy),
                    cache_dir=settings.state_dir.expanduser().resolve() / CACHE_DIR_NAME)
+
+    def __repr__(self) -> str:  # a URL may hold a token: never in a log line or a trace
+        return redact(f"PackageIndex({self.index_url!r}, {self.extra_index_urls!r}, "
+                      f"{self.find_links!r}, proxy={self.https_proxy!r})")
 
     def sources(self) -> PackageSources:
         return PackageSources(self.index_url or PYPI_SIMPLE, self.extra_index_urls,
