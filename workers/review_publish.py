@@ -62,7 +62,7 @@ from workers.publish import (
     push_and_open_pull,
     push_on_top,
 )
-from workers.run_path import setup_inputs_note
+from workers.run_path import not_installed_note
 from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
 from workers.status import StatusComment
@@ -139,7 +139,7 @@ def publish_review(rt: Runtime, trigger: Trigger, generation: int,
     else:
         rt.github.comment(repo, pull_number, reply)
     _pushed(coordinator, generation, status, pull.url if pull else branch,
-            setup_inputs_note(result.snapshot.paths))
+            not_installed_note(host, result.snapshot.paths))
     return "pushed"
 
 
@@ -161,7 +161,7 @@ def publish_pull(rt: Runtime, trigger: Trigger, generation: int,
         return _stopped(coordinator, generation, status)
     if recorder is not None:
         recorder.set_pr_url(pull.url)
-    _pushed(coordinator, generation, status, pull.url, setup_inputs_note(snapshot.paths))
+    _pushed(coordinator, generation, status, pull.url, not_installed_note(host, snapshot.paths))
     return "pr_opened"
 
 
@@ -178,8 +178,8 @@ def _pushed(coordinator: IssueCoordinator, generation: int, status: StatusCommen
             where: str, setup_note: str = "") -> None:
     """The status once the PR steps are done; a cancel that arrived after GitHub accepted
     the push is named as too late. A newer trigger's "queued" stays: it runs next, on
-    this push. `setup_note`: the change edits what setup reads, which was not installed
-    (run_path.setup_inputs_note); its paths are the model's, so escaped."""
+    this push. `setup_note`: the branch edits what setup reads, which was not installed
+    (run_path.not_installed_note); its paths are the model's, so escaped."""
     if not coordinator.is_stale(generation):
         extra = f"\n\n⚠️ {escape_text(setup_note)}" if setup_note else ""
         status.set(status_done(where, generation) + extra)

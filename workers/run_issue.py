@@ -41,14 +41,15 @@ from workers.agent.result import SolveResult
 from workers.agent.transcript import Transcript
 from workers.attempts import Attempts, run_attempts
 from workers.coordination import IssueCoordinator
+from workers.hostgit import HostRepo
 from workers.publish import bot_identity, branch_for
 from workers.review_publish import publish_pull, publish_review
 from workers.run_path import (
     NoTestCommand,
     OwnCommits,
+    not_installed_note,
     open_workspace,
     prepare,
-    setup_inputs_note,
 )
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
@@ -244,7 +245,8 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         model=attempts.model, transcript_url=url, best_of=attempts.report(),
         changed_tests=[f"{c.test}: {c.before or 'absent'} → {c.after or 'absent'}"
                        for c in result.changes],
-        warnings=result.suspicious + dropped_warnings(result) + setup_warnings(result),
+        warnings=result.suspicious + dropped_warnings(result)
+        + setup_warnings(attempts.host, result),
         test_files_changed=result.test_files_changed,
         summary=result.summary,
         refusals=result.verdict.reasons if result.verdict else [],
@@ -256,9 +258,9 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
     )
 
 
-def setup_warnings(result: SolveResult) -> list[str]:
-    """The change's edits to what setup reads, which the run never installed."""
-    note = setup_inputs_note(result.snapshot.paths if result.snapshot else [])
+def setup_warnings(host: HostRepo, result: SolveResult) -> list[str]:
+    """The branch's edits to what setup reads, which the run never installed."""
+    note = not_installed_note(host, result.snapshot.paths if result.snapshot else [])
     return [note] if note else []
 
 

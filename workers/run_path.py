@@ -102,6 +102,14 @@ def setup_inputs(paths: list[str]) -> list[str]:
             or _SETUP_INPUT.search(path)]
 
 
+def not_installed_note(host: HostRepo, changed: list[str]) -> str:
+    """`setup_inputs_note` over the change and what the bot's earlier commits on the branch
+    changed (put back for setup by `distrust_setup`): a review's PR still holds those."""
+    earlier = [] if host.setup_base == host.base else \
+        host.changed_paths(host.base, against=host.setup_base)
+    return setup_inputs_note(sorted({*changed, *earlier}))
+
+
 def setup_inputs_note(paths: list[str]) -> str:
     """The sentence for the PR and the status comment; "" when the change touches none."""
     touched = setup_inputs(paths)

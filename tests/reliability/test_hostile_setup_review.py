@@ -153,6 +153,10 @@ def test_a_review_runs_no_setup_py_the_model_wrote(stack: Stack, scorecard: Reco
     assert run.outcome == "pushed", run.outcome
     assert NOT_INSTALLED in first_body
     assert NOT_INSTALLED in first_status.replace("\\", "")
+    # The review's own change leaves setup.py alone; the PR still holds the model's.
+    after = stack.fake.pulls(OWNER, repo)[0].body.replace("\\", "")
+    assert NOT_INSTALLED in after and "setup.py" in after
+    assert NOT_INSTALLED in stack.status(repo, 1).replace("\\", "")
 
 
 def _solve(repo: Path, tmp: Path, name: str, index: dict[str, str]
