@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.dashboard import _environment
 from tests.conftest import git
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_real_projects import ISSUE, PROJECTS, _local_index, _repo
@@ -90,3 +91,6 @@ def test_setup_rewriting_a_committed_egg_info_is_not_the_models_change(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert result["exit_reason"] == "tests_passed"
     assert changed == [path], "only the agent's change is committed"
+    page = _environment().get_template("events.html").render(
+        events=list(enumerate(records)))
+    assert "tracked files setup wrote" in page and "toolz.egg-info/PKG-INFO" in page
