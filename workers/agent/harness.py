@@ -154,7 +154,7 @@ class Harness:
         """Run the setup command (the only phase with network) on the tree the host chose
         for it (`HostRepo.distrust_setup`), then hand the agent phase the run's real start
         (`HostRepo.finish_setup`); why either failed, or ""."""
-        command, note = self.plan.setup_command, self.plan.setup_note
+        command, note = self.plan.setup_command or "", self.plan.setup_note
         setup = None
         if command:
             self.events.emit(SetupStarted(command=command))
