@@ -254,6 +254,11 @@ class LimitSettings(BaseSettings):
         description="Most attempts one run may make (a repository's "
                     "`attempts_in_parallel` above it is cut to it): each costs a whole "
                     "agent run of model time.")
+    progress_seconds: float = Field(
+        default=30.0, gt=0, alias="FROGNANO_PROGRESS_SECONDS",
+        description="`solve` without a terminal (piped, in CI): a progress line this "
+                    "often (step, tokens of the current turn, elapsed time); on a terminal "
+                    "the live line ticks every second.")
 
 
 class SetupSettings(BaseSettings):

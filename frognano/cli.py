@@ -193,6 +193,7 @@ def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
         database_url=settings.database_url, max_diff_bytes=settings.max_diff_bytes,
         attempts=args.attempts, max_parallel_attempts=settings.max_parallel_attempts,
         model_slots=settings.model_slots,
+        progress_seconds=settings.progress_seconds,
         package_index=PackageIndex.from_settings(settings),
     )
 

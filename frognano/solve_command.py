@@ -90,6 +90,7 @@ class SolveOptions:
     attempts: int | None = None
     max_parallel_attempts: int = 1
     model_slots: int = 1
+    progress_seconds: float = 30.0  # without a terminal, a progress line this often
 
 
 def run_solve(opts: SolveOptions, console: Console) -> int:
@@ -201,7 +202,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     if plan.setup_note:
         console.print(shown(f"setup {plan.setup_note}: `{plan.setup_command}`"),
                       highlight=False)
-    with Progress(console) as progress:
+    with Progress(console, every_seconds=opts.progress_seconds) as progress:
         attempts = run_attempts(
             plan=plan, config=config, first_host=host,
             open_host=lambda k: open_workspace(repo, None, run_dir / f"attempt-{k + 1}",

@@ -202,6 +202,16 @@ class TurnStarted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TurnTokens(Event):
+    """Tokens generated so far in the current turn, as the backend streams them (live
+    only: the turn's record has the count once it ends)."""
+
+    step: int
+    attempt: int
+    tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolStarted(Event):
     step: int
     name: str

@@ -21,13 +21,16 @@ from workers.agent.events import (
     ToolStarted,
     TurnDone,
     TurnStarted,
+    TurnTokens,
 )
 from workers.models.base import (
     ContextOverflow,
     ModelClient,
     ModelError,
     ToolCall,
+    Turn,
     TurnBudget,
+    TurnCutOff,
     Usage,
 )
 
@@ -72,33 +75,32 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Lo
         remaining = None if limits.deadline is None else limits.deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             return "max_time"
+        step = state.steps + 1
         budget = TurnBudget(
             max_tokens=limits.max_tokens_per_turn,
             timeout=limits.turn_timeout if remaining is None else min(limits.turn_timeout,
                                                                       remaining),
+            on_tokens=_token_reporter(events, step, attempt),
         )
-        events.emit(TurnStarted(step=state.steps + 1, attempt=attempt))
+        events.emit(TurnStarted(step=step, attempt=attempt))
         started = time.monotonic()
         try:
             turn = model.complete(state.messages, TOOLS, budget)
         except ModelError as exc:
-            reason: ExitReason = "max_context_len" if isinstance(exc, ContextOverflow) \
-                else "llm_query_error"
-            state.last_error = str(exc)
-            events.emit(ModelFailed(step=state.steps + 1, attempt=attempt, reason=reason,
-                                    error=str(exc)))
-            return reason
+            return _model_failed(exc, state, events, attempt, time.monotonic() - started)
         model_seconds = time.monotonic() - started
-        state.steps += 1
-        state.model_seconds += model_seconds
-        state.usage.add(turn.usage)
-        if turn.content:
-            state.last_answer = turn.content
+        _count_turn(turn, state, model_seconds)
 
         truncated = turn.finish_reason == "length"
         if truncated:
             # A call cut off by the token cap is not run: its arguments are incomplete.
             turn.tool_calls = []
+            # Kept for the end of the run if it ends here; a later turn that ends as
+            # it should clears it (the harness sends a truncated run back to the model).
+            state.last_error = without_end_of_turn(turn, f"the cap of "
+                                                   f"{limits.max_tokens_per_turn:,} tokens a turn")
+        elif state.last_error.startswith(_NO_END_OF_TURN):
+            state.last_error = ""
         state.messages.append(turn.to_message())
 
         observations, tool_error = _run_calls(turn.tool_calls, sandbox, state, events)
@@ -113,6 +115,54 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Lo
             return "max_context_len"
         if not turn.tool_calls:
             return "agent"
+
+
+_NO_END_OF_TURN = "the model generated "
+
+
+def _token_reporter(events: EventOutput, step: int, attempt: int) -> Callable[[int], None]:
+    """What the backend calls as tokens stream: a live event for the terminal's line."""
+    def report(tokens: int) -> None:
+        events.emit(TurnTokens(step=step, attempt=attempt, tokens=tokens))
+    return report
+
+
+def without_end_of_turn(turn: Turn, why: str) -> str:
+    """In plain words, a turn that ended without its end-of-turn token: thousands of tokens
+    that never end are what a chat template that does not fit the model looks like."""
+    return (f"{_NO_END_OF_TURN}{turn.usage.completion_tokens:,} tokens without ending its "
+            f"turn ({why}); its chat template may not match the model")
+
+
+def _count_turn(turn: Turn, state: LoopState, model_seconds: float) -> None:
+    state.steps += 1
+    state.model_seconds += model_seconds
+    state.usage.add(turn.usage)
+    if turn.content:
+        state.last_answer = turn.content
+
+
+def _model_failed(exc: ModelError, state: LoopState, events: EventOutput, attempt: int,
+                  model_seconds: float) -> ExitReason:
+    """End the loop on a model failure; a turn cut off by its time keeps its partial
+    text (a turn record, in the transcript and on the dashboard) and its tokens."""
+    reason: ExitReason = "max_context_len" if isinstance(exc, ContextOverflow) \
+        else "llm_query_error"
+    state.last_error = str(exc)
+    if isinstance(exc, TurnCutOff):
+        turn = exc.partial
+        turn.tool_calls = []  # never run a call the time cut off
+        _count_turn(turn, state, model_seconds)
+        state.messages.append(turn.to_message())
+        state.last_error = without_end_of_turn(turn, f"the turn's time ran out after "
+                                               f"{model_seconds:.0f}s")
+        turn.notes.append(state.last_error)
+        events.emit(TurnDone(step=state.steps, attempt=attempt, turn=turn, observations=[],
+                             model_seconds=model_seconds))
+    events.emit(ModelFailed(step=state.steps if isinstance(exc, TurnCutOff) else
+                            state.steps + 1, attempt=attempt, reason=reason,
+                            error=state.last_error))
+    return reason
 
 
 def _run_calls(calls: list[ToolCall], sandbox: Sandbox, state: LoopState,

@@ -9,6 +9,7 @@ messages with the call id.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -53,6 +54,10 @@ class TurnBudget:
 
     max_tokens: int = 8192
     timeout: float = 600.0
+    # Called as the turn's tokens stream in, with the count so far: a turn that runs long
+    # is then visible while it runs (the terminal's live line). A backend that cannot
+    # stream never calls it.
+    on_tokens: Callable[[int], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -122,6 +127,16 @@ class Turn:
                 for call in self.tool_calls
             ]
         return message
+
+
+class TurnCutOff(ModelQueryError):
+    """The turn stopped before its end-of-turn token because its time ran out. `partial`
+    holds what was generated until then (finish reason "length"): the transcript keeps
+    it, and the run says how many tokens the model wrote without ending its turn."""
+
+    def __init__(self, message: str, partial: Turn) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 class ModelClient(Protocol):

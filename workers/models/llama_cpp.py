@@ -29,6 +29,7 @@ from workers.models.base import (
     Sampling,
     Turn,
     TurnBudget,
+    TurnCutOff,
     Usage,
 )
 from workers.models.chat_template import ChatTemplateError, normalize_messages, render_chat_template
@@ -78,6 +79,7 @@ class _Generation:
     completion_seconds: float
     reset: bool
     notes: list[str]
+    timed_out: bool = False  # the turn's time ran out before its end-of-turn token
 
 
 class LlamaCppModel:
@@ -165,6 +167,11 @@ class LlamaCppModel:
         conversation.generated = generation.tokens
         conversation.stop_token = generation.stop_token
         conversation.assistant = normalize_messages([turn.to_message()])[0]
+        if generation.timed_out:
+            # The partial text goes with the error: it is what tells a template that does
+            # not fit (thousands of tokens, never an end of turn) from a slow model.
+            raise TurnCutOff(f"generation timed out after {budget.timeout:g}s "
+                             f"({len(generation.tokens)} tokens)", partial=turn)
         return turn
 
     # --- the prompt ----------------------------------------------------------------------------
@@ -285,6 +292,8 @@ class LlamaCppModel:
         first_token_at: float | None = None
         evaluated_before = llm.tokens_evaluated
         evaluated = 0
+        timed_out = False
+        report = budget.on_tokens or (lambda count: None)
         # Every knob explicit, in the evaluation engine's order: llama-cpp-python's
         # defaults and its temperature-last chain differ (docs/LEAF_CONTRACT.md §4).
         llm.sampler_chain = SamplerChain(
@@ -305,12 +314,12 @@ class LlamaCppModel:
                 piece = self.resident.token_bytes(int(token))
                 raw += piece
                 pieces.append(decoder.decode(piece))
+                report(len(generated))
                 if len(generated) >= limit:
                     break
                 if time.perf_counter() - started > budget.timeout:
-                    raise ModelQueryError(
-                        f"generation timed out after {budget.timeout:g}s "
-                        f"({len(generated)} tokens)")
+                    timed_out = True
+                    break
         finally:
             tokens.close()
             llm.sampler_chain = None
@@ -328,7 +337,7 @@ class LlamaCppModel:
         return _Generation(tokens=generated, text="".join(pieces), stop_token=stop_token,
                            evaluated=evaluated, prompt_seconds=first - started,
                            completion_seconds=finished - first,
-                           reset=llm.resets > resets_before, notes=notes)
+                           reset=llm.resets > resets_before, notes=notes, timed_out=timed_out)
 
     def _grammar(self) -> Any:
         if self._grammar_text is None:
