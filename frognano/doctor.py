@@ -138,7 +138,13 @@ def check_model(settings: BotSettings) -> list[Check]:
     return checks + check_gpus(settings, os.environ, info.path.stat().st_size)
 
 
-def check_gpu() -> Check:
+CUDA_BUILD = ('CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=native" pip install '
+              "--force-reinstall --no-cache-dir llama-cpp-python==0.3.36 (in the venv)")
+
+
+def check_gpu(environ: Mapping[str, str] | None = None) -> Check:
+    """Whether llama.cpp offloads to a GPU; the CUDA build command only where there is a
+    GPU to build for (on a CPU-only host it would only fail)."""
     try:
         import llama_cpp
     except ImportError as exc:
@@ -146,9 +152,14 @@ def check_gpu() -> Check:
                      "scripts/install.sh")
     if llama_cpp.llama_supports_gpu_offload():
         return Check("gpu offload", "ok", "llama.cpp was built with GPU offload")
-    return Check("gpu offload", "warn", "llama.cpp was built for the CPU only (slow)",
-                 'CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=native" pip install '
-                 "--force-reinstall --no-cache-dir llama-cpp-python==0.3.36 (in the venv)")
+    from frognano.gpus import scan_gpus
+
+    scan = scan_gpus(os.environ if environ is None else environ)
+    if not scan.gpus:
+        return Check("gpu offload", "ok", f"a CPU build, and no GPU here ({scan.source}): "
+                                          "runs on the CPU (slow for a 4B model)")
+    return Check("gpu offload", "warn", f"llama.cpp was built for the CPU only, but this "
+                                        f"host has {len(scan.gpus)} GPU(s) (slow)", CUDA_BUILD)
 
 
 def check_gpus(settings: BotSettings, environ: Mapping[str, str], model_bytes: int
@@ -177,6 +188,38 @@ def check_gpus(settings: BotSettings, environ: Mapping[str, str], model_bytes: i
     if per_gpu > fits:
         return [found, Check("vram", "warn", detail, "lower FROGNANO_RUN_WORKERS_PER_GPU")]
     return [found, Check("vram", "ok", detail)]
+
+
+# What GitHub posts webhooks to: the receiver (`frognano up`, port 8000 by default) behind
+# HTTPS, a reverse proxy or a tunnel (the README's "A public URL for GitHub").
+PUBLIC_URL_EXAMPLE = ("the HTTPS address GitHub reaches the receiver at, e.g. "
+                      "FROGNANO_PUBLIC_URL=https://frognano.example.org (a reverse proxy to "
+                      "http://127.0.0.1:8000), or the https://….trycloudflare.com address "
+                      "`cloudflared tunnel --url http://127.0.0.1:8000` prints")
+DASHBOARD_TOKEN_FIX = "export FROGNANO_DASHBOARD_TOKEN=\"$(openssl rand -hex 16)\""
+
+
+def dashboard_access(settings: BotSettings, base_url: str) -> tuple[str, str]:
+    """How the dashboard is reached here ("ok", "warn" or "fail") and the words for it: the
+    `/runs?token=` address to open once, or what to set. It refuses everyone until one of
+    its settings is set (bot/settings.DashboardSettings)."""
+    runs = base_url.rstrip("/") + "/runs"
+    if settings.dashboard_user and not settings.dashboard_password:
+        return "fail", "FROGNANO_DASHBOARD_USER is set without FROGNANO_DASHBOARD_PASSWORD"
+    if settings.dashboard_token is not None and settings.dashboard_token.get_secret_value():
+        return "ok", f"open {runs}?token=$FROGNANO_DASHBOARD_TOKEN once (then a cookie)"
+    if settings.dashboard_user:
+        return "ok", f"{runs} with HTTP basic auth (user {settings.dashboard_user})"
+    return "warn", (f"{runs} refuses everyone: no FROGNANO_DASHBOARD_TOKEN (or "
+                    "FROGNANO_DASHBOARD_USER and _PASSWORD) is set")
+
+
+def check_dashboard(settings: BotSettings) -> Check:
+    base = settings.public_url or "http://127.0.0.1:8000"
+    status, detail = dashboard_access(settings, base)
+    fix = (f"{DASHBOARD_TOKEN_FIX}, restart, then open "
+           f"{base.rstrip('/')}/runs?token=$FROGNANO_DASHBOARD_TOKEN")
+    return Check("dashboard", status, detail, fix)
 
 
 def check_app(settings: BotSettings) -> list[Check]:
@@ -213,10 +256,11 @@ def check_app(settings: BotSettings) -> list[Check]:
     url = settings.public_url
     if not url:
         checks.append(Check("public url", "fail", "FROGNANO_PUBLIC_URL is not set",
-                            "the HTTPS address GitHub reaches the receiver at"))
+                            PUBLIC_URL_EXAMPLE))
     elif not url.startswith("https://"):
         checks.append(Check("public url", "warn", f"{url} is not HTTPS",
-                            "put the receiver behind an HTTPS reverse proxy"))
+                            "put the receiver behind an HTTPS reverse proxy: "
+                            + PUBLIC_URL_EXAMPLE))
     else:
         checks.append(Check("public url", "ok", url))
     return checks
@@ -303,6 +347,7 @@ def all_checks(settings: BotSettings) -> list[Check]:
         lambda: [check_database(settings)],
         lambda: check_model(settings),
         lambda: check_app(settings),
+        lambda: [check_dashboard(settings)],
         lambda: check_package_index(settings),
     ]
     return [check for section in sections for check in section()]

@@ -167,11 +167,12 @@ def _state_lock(state_dir: Path) -> Iterator[bool]:
 
 
 def _banner(url: str, redis_text: str, workers_text: str, state_dir: Path,
-            next_step: str) -> str:
+            next_step: str, dashboard: str = "") -> str:
     return "\n".join([
         "",
         "frognano is up",
         f"  receiver  {url}  (webhooks at {url}webhooks/github, health at {url}healthz)",
+        *([f"  dashboard {dashboard}"] if dashboard else []),
         f"  workers   {workers_text}",
         f"  redis     {redis_text}",
         f"  state     {state_dir}",
@@ -180,6 +181,16 @@ def _banner(url: str, redis_text: str, workers_text: str, state_dir: Path,
         f"  next      {next_step}",
         "  stop      Ctrl-C; queued work is kept for the next `frognano up`",
         "", ""])
+
+
+def _dashboard_text(settings: BotSettings, url: str) -> str:
+    """The banner's dashboard line: where the run pages are, and how to get in."""
+    from frognano.doctor import DASHBOARD_TOKEN_FIX, dashboard_access
+
+    status, detail = dashboard_access(settings, url)
+    if status == "ok":
+        return detail
+    return f"{detail}; {DASHBOARD_TOKEN_FIX} and restart"
 
 
 def run_up(settings: BotSettings, *, host: str, port: int, workers_per_gpu: int,
@@ -274,7 +285,8 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
         if not settings.webhook_secret:
             next_step = (f"set GITHUB_WEBHOOK_SECRET (or open {setup_url}); webhooks "
                          "answer 503")
-    output.write(_banner(url, redis_text, workers_text, state_dir, next_step))
+    output.write(_banner(url, redis_text, workers_text, state_dir, next_step,
+                         _dashboard_text(settings, url)))
 
     supervisor.supervise()
     if supervisor.failure is not None:
