@@ -109,7 +109,37 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   $link_sudo mkdir -p "$bin_dir"
   $link_sudo ln -sfn "$venv/bin/frognano" "$bin_dir/frognano"
   hash -r 2>/dev/null || true
-  echo "frognano is $bin_dir/frognano -> $venv/bin/frognano"
+  installed="$bin_dir/frognano"
+  echo "frognano is $installed -> $venv/bin/frognano"
+  case ":$PATH:" in
+    *":$bin_dir:"*) command_name=frognano ;;
+    *)
+      # A FROGNANO_BIN_DIR off PATH: `frognano` would not be found, or an older one would.
+      echo "warning: $bin_dir is not on your PATH: add it (export PATH=\"$bin_dir:\$PATH\"" \
+           "in ~/.profile), or run $installed by its full path" >&2
+      command_name="$installed" ;;
+  esac
 else
-  echo "frognano is $venv/bin/frognano (your active virtual environment)"
+  installed="$venv/bin/frognano"
+  command_name="$installed"
+  echo "frognano is $installed (your active virtual environment)"
 fi
+# For a script that goes on with the install (.ci/run): the command this install made,
+# not whichever `frognano` comes first on PATH.
+if [ -n "${FROGNANO_INSTALL_RECORD:-}" ]; then
+  printf '%s\n' "$installed" > "$FROGNANO_INSTALL_RECORD"
+fi
+test_model=""
+[ -n "$extras" ] && test_model="
+  $command_name solve --model \"\$($command_name model path --test-model)\" \\
+      --chat-template \"\$($command_name model path --test-model --chat-template)\" \\
+      PATH/TO/REPO --issue \"...\"      a real small model drive the loop on a CPU"
+cat <<NEXT
+
+next:
+  $command_name doctor                  what this host still needs, each with its fix
+  $command_name model pull              the FrogNano GGUF (about 2.5 GB), then:
+  export FROGNANO_MODEL="\$($command_name model path)"
+  $command_name solve PATH/TO/REPO --issue "..."   one issue on a local checkout, no GitHub$test_model
+  $command_name up                      the GitHub App: receiver, workers, setup page
+NEXT
