@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from workers.models.base import (
     ToolCall,
     Turn,
     TurnBudget,
+    TurnCutOff,
     Usage,
 )
 from workers.models.qwen3coder import new_call_id, parse_assistant_text
@@ -98,8 +100,49 @@ class OpenAICompatClient:
                  budget: TurnBudget) -> Turn:
         body = self.request_body(messages, tools, budget)
         started = time.monotonic()
-        data = self._post_with_retries(body, min(self.timeout, budget.timeout))
-        return self._turn_from_response(data, tools, time.monotonic() - started)
+        timeout = min(self.timeout, budget.timeout)
+        if budget.on_tokens is None:
+            data = self._post_with_retries(body, timeout)
+            return self._turn_from_response(data, tools, time.monotonic() - started)
+        # Someone watches the turn: stream it, reporting tokens as they come, and keep
+        # what came if the turn's time runs out (TurnCutOff), as the GGUF backend does.
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        stream = _Stream(budget.on_tokens)
+        cut_off = self._stream_with_retries(body, timeout, stream, started)
+        turn = self._turn_from_response(stream.data(cut_off), tools, time.monotonic() - started)
+        if cut_off:
+            raise TurnCutOff(f"generation timed out after {timeout:g}s "
+                             f"({stream.tokens} tokens)", partial=turn)
+        return turn
+
+    def _stream_with_retries(self, body: dict[str, Any], timeout: float, stream: _Stream,
+                             started: float) -> bool:
+        """Read the server's event stream into `stream`; whether the time ran out. Retried
+        like a plain request only until the first token: then the turn is under way."""
+        last_problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                with self._http.stream("POST", self.url, json=body, timeout=timeout) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        if response.status_code < 500:
+                            self._decode(response)  # raises with the server's message
+                        message = _error_message(response)
+                        if _CONTEXT_OVERFLOW.search(message):
+                            raise ContextOverflow(self._describe(response.status_code, message))
+                        last_problem = f"HTTP {response.status_code}: {self._excerpt(message)}"
+                        continue
+                    return stream.read(response.iter_lines(), started + timeout)
+            except httpx.TimeoutException:
+                last_problem = f"timed out after {timeout:g}s"
+            except httpx.TransportError as exc:
+                last_problem = f"{type(exc).__name__}: {self._redact(str(exc))}"
+            if stream.tokens:
+                break
+        raise ModelQueryError(
+            f"model server at {self.url} failed after {self.retries + 1} attempts: {last_problem}")
 
     # --- transport ---------------------------------------------------------------------------
 
@@ -198,6 +241,75 @@ class OpenAICompatClient:
             finish_reason=finish_reason,
             errors=errors,
         )
+
+
+class _Stream:
+    """A streamed answer put back together as the non-streamed one (`choices[0].message`,
+    `usage`, llama-server's `timings`), counting its tokens as they come (a chunk a token,
+    as llama-server, vLLM and SGLang send them)."""
+
+    def __init__(self, on_tokens: Callable[[int], None]) -> None:
+        self.on_tokens = on_tokens
+        self.tokens = 0
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.extra: dict[str, Any] = {}  # usage, timings
+
+    def read(self, lines: Iterator[str], deadline: float) -> bool:
+        """Consume the event stream; True when `deadline` passed before it ended."""
+        for line in lines:
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                return False
+            try:
+                chunk = json.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(chunk, dict):
+                self._take(chunk)
+            if time.monotonic() > deadline:
+                return True
+        return False
+
+    def _take(self, chunk: dict[str, Any]) -> None:
+        for key in ("usage", "timings"):
+            if isinstance(chunk.get(key), dict):
+                self.extra[key] = chunk[key]
+        choices = chunk.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        delta = choice.get("delta") or {}
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        if not isinstance(delta, dict):
+            return
+        self.content.append(delta.get("content") or "")
+        self.reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
+        for raw in delta.get("tool_calls") or []:
+            call = self.calls.setdefault(int(raw.get("index") or 0),
+                                         {"id": None, "function": {"name": "", "arguments": ""}})
+            call["id"] = raw.get("id") or call["id"]
+            function = raw.get("function") or {}
+            call["function"]["name"] += function.get("name") or ""
+            call["function"]["arguments"] += function.get("arguments") or ""
+        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") \
+                or delta.get("tool_calls"):
+            self.tokens += 1
+            self.on_tokens(self.tokens)
+
+    def data(self, cut_off: bool) -> dict[str, Any]:
+        """The answer as a non-streamed response would have carried it."""
+        message: dict[str, Any] = {"content": "".join(self.content),
+                                   "reasoning_content": "".join(self.reasoning)}
+        if self.calls and not cut_off:  # a call the time cut off is never run
+            message["tool_calls"] = [self.calls[k] for k in sorted(self.calls)]
+        usage = self.extra.get("usage") or {"completion_tokens": self.tokens}
+        return {"choices": [{"message": message,
+                             "finish_reason": "length" if cut_off else self.finish_reason}],
+                **self.extra, "usage": usage}
 
 
 def chat_completions_url(base_url: str) -> str:
