@@ -325,12 +325,7 @@ class LlamaCppModel:
             llm.sampler_chain = None
         pieces.append(decoder.decode(b"", final=True))
         finished = time.perf_counter()
-        notes = []
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            notes.append(f"the generated text is not valid UTF-8 ({exc.reason} at byte "
-                         f"{exc.start}); invalid bytes were replaced with U+FFFD")
+        notes = _utf8_notes(bytes(raw))
         if stop_token is None and limit < budget.max_tokens and len(generated) >= limit:
             notes.append(f"the context window ({self.resident.n_ctx} tokens) is full")
         first = first_token_at if first_token_at is not None else finished
@@ -345,6 +340,15 @@ class LlamaCppModel:
         from llama_cpp import LlamaGrammar
 
         return LlamaGrammar.from_string(self._grammar_text, verbose=False)
+
+
+def _utf8_notes(raw: bytes) -> list[str]:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [f"the generated text is not valid UTF-8 ({exc.reason} at byte "
+                f"{exc.start}); invalid bytes were replaced with U+FFFD"]
+    return []
 
 
 def _same_assistant(message: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
