@@ -11,6 +11,7 @@ from workers.agent.repo_tests import (
     TestChange,
     compare_results,
     detect_test_command,
+    unittest_with_report,
 )
 
 
@@ -59,3 +60,88 @@ def test_compare_results() -> None:
     changes = compare_results(before, after)
     assert changes == [TestChange("a", "failed", "passed"), TestChange("c", "passed", "skipped"),
                        TestChange("d", "failed", None)]
+
+
+# Issue 20 §5: the test command the project's own files run.
+
+def _files(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+MARKDOWN_TOX = ("[tox]\nenvlist = py311, flake8\n\n[testenv]\nextras = testing\n"
+                "commands =\n    coverage run --source=markdown -m unittest discover "
+                "{toxinidir}/tests\n    coverage report\n\n[testenv:flake8]\n"
+                "commands = flake8 {toxinidir}/markdown\n")
+
+
+def test_unittest_suite_from_tox_ini_beats_the_pytest_guess(tmp_path: Path) -> None:
+    # markdown 3.11: test_*.py files (pytest's guess) and a tox.ini that runs unittest.
+    _files(tmp_path, {"tox.ini": MARKDOWN_TOX, "tests/test_apis.py": "",
+                      "tests/__init__.py": ""})
+    found = detect_test_command(tmp_path)
+    assert found is not None
+    assert (found.command, found.source) == ("python3 -m unittest discover -s tests",
+                                             "tox.ini [testenv]")
+
+
+def test_makefile_ci_and_noxfile_commands(tmp_path: Path) -> None:
+    _files(tmp_path, {"Makefile": "test:\n\tpython -m unittest -v ${tests}\n",
+                      "tests/test_x.py": ""})
+    assert getattr(detect_test_command(tmp_path), "command", None) == "python3 -m unittest"
+    _files(tmp_path, {".github/workflows/ci.yml": (
+        "jobs:\n  t:\n    steps:\n      - run: pip install pytest pytest-cov\n"
+        "      - run: |\n          uv run pytest tests --cov\n")})
+    found = detect_test_command(tmp_path)
+    assert found is not None and found.source == ".github/workflows/ci.yml"
+    assert found.command == f"{PYTEST_COMMAND} tests"
+    _files(tmp_path, {"noxfile.py": "import nox\n@nox.session\ndef tests(session):\n"
+                                    "    session.install('.')\n"
+                                    "    session.run('python', '-m', 'unittest', 'discover',"
+                                    " '-s', 'tests', '-p', '*_test.py')\n"})
+    found = detect_test_command(tmp_path)
+    assert found is not None and found.source == "noxfile.py"
+    assert found.command == "python3 -m unittest discover -s tests -p '*_test.py'"
+
+
+def test_pytest_from_tox_keeps_the_options_that_choose_the_suite(tmp_path: Path) -> None:
+    # tabulate 0.10.0's tox.ini.
+    _files(tmp_path, {"tox.ini": "[testenv]\ncommands = pytest -v --doctest-modules "
+                                 "--ignore benchmark --cov=x {posargs}\n",
+                      "benchmark/b.py": "", "test/test_t.py": ""})
+    found = detect_test_command(tmp_path)
+    assert found is not None
+    assert found.command == f"{PYTEST_COMMAND} --doctest-modules --ignore benchmark"
+
+
+def test_unittest_runs_through_the_harness_reporter() -> None:
+    assert unittest_with_report("python3 -m unittest discover -s tests", "/c/r.xml") == (
+        "python3 -m frognano_unittest_report --junitxml=/c/r.xml discover -s tests")
+    assert unittest_with_report("python3 -m pytest", "/c/r.xml") is None
+    assert unittest_with_report("python3 -m unittest; rm -rf x", "/c/r.xml") is None
+
+
+def test_reporter_writes_per_test_junit(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from workers.agent.test_report import parse_junit
+    from workers.agent.verdict_run import GUARD_DIR
+
+    _files(tmp_path, {"tests/__init__.py": "", "tests/test_a.py": (
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n"
+        "    def test_bad(self):\n        self.assertEqual(1, 2)\n"
+        "    @unittest.skip('no')\n    def test_skip(self):\n        pass\n"),
+        "tests/test_broken.py": "import no_such_module_x\n"})
+    report = tmp_path / "report.xml"
+    proc = subprocess.run([sys.executable, "-m", "frognano_unittest_report",
+                           f"--junitxml={report}", "discover", "-s", "tests", "-t", "."],
+                          cwd=tmp_path, env={"PYTHONPATH": str(GUARD_DIR)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "Ran 4 tests" in proc.stderr  # unittest's own output, for the model
+    assert parse_junit(report.read_bytes()) == {
+        "tests/test_a.py::T::test_ok": "passed", "tests/test_a.py::T::test_bad": "failed",
+        "tests/test_a.py::T::test_skip": "skipped", "tests/test_broken.py": "error"}

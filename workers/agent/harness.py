@@ -29,6 +29,7 @@ from workers.agent.events import (
     TestsStarted,
 )
 from workers.agent.loop import LoopLimits, LoopState, run_agent
+from workers.agent.project_files import Reader, bytes_reader
 from workers.agent.prompts import (
     SYSTEM_PROMPT,
     baseline_unusable_message,
@@ -37,6 +38,12 @@ from workers.agent.prompts import (
 )
 from workers.agent.repo_tests import TestVerdict, compare_results
 from workers.agent.result import SolveLimits, SolveResult
+from workers.agent.setup_hints import (
+    missing_module_hint,
+    pytest_version_problem,
+    setup_failure_hint,
+    usage_hint,
+)
 from workers.agent.verdict import Verdict
 from workers.agent.verdict_run import Judgement, SandboxFactory, VerdictRunner
 from workers.hostgit import GitError, HostRepo, Snapshot
@@ -66,23 +73,34 @@ class RunPlan:
 _FIRST_ERROR = re.compile(r"^E\s+(\S*(?:Error|Exception)\b.*)$|^(\S*Error: .*)$", re.MULTILINE)
 
 
-def baseline_problem(baseline: TestVerdict) -> str | None:
-    """Why the baseline cannot serve as one (the agent would fix nothing), or None."""
+def baseline_problem(baseline: TestVerdict, setup_command: str | None = None,
+                     read: Reader | None = None) -> str | None:
+    """Why the baseline cannot serve as one (the agent would fix nothing), or None; with
+    the `.github/frognano.yml` line that would fix it where the cause says which
+    (setup_hints.py). `read` gives the base tree's files (its pytest configuration)."""
     if baseline.timed_out:
         return "the baseline test run timed out"
     if baseline.exit_code in (126, 127):
         what = "was not found" if baseline.exit_code == 127 else "cannot be executed"
-        return f"the test command `{baseline.command}` {what} (exit {baseline.exit_code})"
+        return (f"the test command `{baseline.command}` {what} (exit {baseline.exit_code})"
+                + missing_module_hint(baseline.output, setup_command))
+    too_old = pytest_version_problem(baseline.output, read, setup_command)
+    if too_old:
+        return too_old
     pytest_like = baseline.report == "junit" or "pytest" in baseline.command
     collect_errors = [t for t, s in baseline.tests.items() if s == "error" and "::" not in t]
     if pytest_like and (baseline.exit_code in (2, 3, 4, 5) or collect_errors):
         found = _FIRST_ERROR.search(baseline.output)
         detail = next((g for g in found.groups() if g), "") if found else ""
+        usage, hint = usage_hint(baseline.output, setup_command) \
+            if baseline.exit_code == 4 else ("", "")
+        detail = detail or usage
+        hint = hint or missing_module_hint(baseline.output, setup_command)
         where = f" in {', '.join(collect_errors[:3])}" if collect_errors else ""
         kind = "no tests were collected" if baseline.exit_code == 5 else \
             "the tests could not be collected"
         return (f"{kind}{where} (pytest exit {baseline.exit_code}"
-                + (f": {detail.strip()[:200]}" if detail else "") + ")")
+                + (f": {detail.strip()[:200]}" if detail else "") + ")" + hint)
     return None
 
 
@@ -144,7 +162,8 @@ class Harness:
             return self._finish("tool_error", None, 0,
                                 error=f"the sandbox failed running the baseline tests: {exc}")
         self.events.emit(BaselineDone(tests=baseline))
-        problem = baseline_problem(baseline)
+        problem = baseline_problem(baseline, plan.setup_command,
+                                   bytes_reader(self.repo.read_base))
         if problem:
             return self._finish("baseline_unusable", baseline, 0,
                                 error=baseline_unusable_message(problem, baseline.output))
@@ -167,7 +186,8 @@ class Harness:
         if setup is not None and not setup.ok:
             self.events.emit(SetupDone(command=command or "", note=note, result=setup))
             how = "timed out" if setup.timed_out else f"failed with exit code {setup.exit_code}"
-            return f"setup command `{command}` {how}" + (f" ({note})" if note else "") \
+            return (f"setup command `{command}` {how}" + (f" ({note})" if note else "")
+                + setup_failure_hint(command, setup.stdout + setup.stderr)) \
                 + describe_refusals(setup.network_log)
         try:
             writes = self.repo.finish_setup()

@@ -107,15 +107,16 @@ def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
 SETUP_HINT = (
     "If the tests need the project installed or other packages, say how in "
     ".github/frognano.yml, e.g.\n"
-    "  setup: python3 -m venv --system-site-packages /frognano/venv && "
-    "/frognano/venv/bin/pip install -e '.[test]'\n"
+    "  setup: python3 -m venv /frognano/venv && "
+    "/frognano/venv/bin/python -m pip install -e . pytest\n"
     "  test: python -m pytest -q"
 )
 
 
 def baseline_unusable_message(problem: str, output: str, tail_chars: int = 1500) -> str:
-    """Why the run stopped before the agent: the baseline is no baseline."""
+    """Why the run stopped before the agent: the baseline is no baseline. A problem that
+    names its own `.github/frognano.yml` line gets no generic example beside it."""
     tail = output.strip()[-tail_chars:]
-    return (f"the baseline cannot judge a fix: {problem}. Nothing was given to the model.\n"
-            f"{SETUP_HINT}" + (f"\n\nTail of the baseline run:\n{tail}" if tail else ""))
-
+    hint = "" if "frognano.yml` line" in problem else f"\n{SETUP_HINT}"
+    return (f"the baseline cannot judge a fix: {problem}. Nothing was given to the model."
+            f"{hint}" + (f"\n\nTail of the baseline run:\n{tail}" if tail else ""))

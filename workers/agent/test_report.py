@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 from xml.parsers import expat
 
+from workers.agent.repo_tests import unittest_with_report
+
 REPORT_MAX_BYTES = 64 * 1024 * 1024  # one write of the report
 # Every write of one test run together, and how many writes are kept: the code under
 # test can rewrite the report path in a loop until the test timeout, so past either cap
@@ -81,6 +83,8 @@ def report_request(command: str, inside_dir: str, token: str,
         folder, report = guard
         exports += (f"export PYTHONPATH={shlex.quote(folder)}${{PYTHONPATH:+:$PYTHONPATH}} "
                     f"FROGNANO_GUARD_REPORT={shlex.quote(report)}\n")
+        # unittest has no report of its own: the guard folder's runner writes junit.
+        command = unittest_with_report(command, path) or command
     return ReportRequest("junit", exports + command, path)
 
 
