@@ -201,6 +201,10 @@ def test_without_credentials_it_serves_setup_and_stops_cleanly(state_dir: Path,
         assert re.search(r"doctor\s+\| FAIL  app id\s+GITHUB_APP_ID is not set", up.output())
         assert re.search(r"doctor\s+\| ok    bubblewrap", up.output())
         assert "open http://127.0.0.1:" in up.output()
+        # The banner names the dashboard, and how to get in (issue 22 §3).
+        assert re.search(r"dashboard http://127\.0\.0\.1:\d+/runs refuses everyone: no "
+                         r"FROGNANO_DASHBOARD_TOKEN", up.output())
+        assert 'export FROGNANO_DASHBOARD_TOKEN="$(openssl rand -hex 16)"' in up.output()
         # Setup is the operator's: the banner's one-time link opens it, nothing else does.
         links = set(re.findall(r"http://127\.0\.0\.1:\d+/\?token=[\w-]{32,}",
                                up.output()))
