@@ -7,14 +7,21 @@ would carry it, and a turn whose time runs out keeps its partial text (TurnCutOf
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from workers.agent.transcript import read_transcript
 from workers.models.base import TurnBudget, TurnCutOff
 from workers.models.openai_compat import OpenAICompatClient
 
@@ -115,3 +122,31 @@ def test_a_turn_whose_time_runs_out_keeps_its_text(serve: Any) -> None:
     assert 5 < partial.usage.completion_tokens == seen[-1] < 200
     assert partial.content == "<that>" * seen[-1]
     assert f"({seen[-1]} tokens)" in str(cut.value)
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
+def test_solve_shows_a_slow_server_turn_growing_and_explains_it(serve: Any, calc_repo: Path,
+                                                               tmp_path: Path) -> None:
+    """`frognano solve` against a server that streams on and never ends its turn, through a
+    pipe: the progress lines carry the growing token count the stream reports, and the end
+    says what happened, the partial text in the transcript."""
+    server = serve([chunk({"content": "<that>"}) for _ in range(5000)], pause=0.01)
+    transcript = tmp_path / "t.jsonl"
+    with reachable_dir() as work:
+        proc = subprocess.run(
+            [sys.executable, "-m", "frognano", "solve", str(calc_repo), "--issue", "Fix add.",
+             "--model", server.url, "--timeout-minutes", "0.2", "--max-attempts", "1",
+             "--transcript", str(transcript)],
+            env={**os.environ, "FROGNANO_STATE_DIR": str(tmp_path / "state"),
+                 "FROGNANO_WORK_DIR": str(work / "work"), "FROGNANO_PROGRESS_SECONDS": "1"},
+            capture_output=True, text=True, timeout=120)
+    output = " ".join((proc.stdout + proc.stderr).split())
+    counts = [int(n.replace(",", "")) for n in
+              re.findall(r"progress: thinking · step 1 · tool - · turn \d\d:\d\d, ([\d,]+) "
+                         r"tokens", proc.stdout)]
+    assert len(counts) >= 3 and counts == sorted(counts) and counts[-1] > counts[0], output
+    generated = re.search(r"llm_query_error after 1 steps, .*?, (\d+) tokens generated", output)
+    assert generated, output
+    assert f"the model generated {int(generated[1]):,} tokens without ending its turn" in output
+    turns = [r for r in read_transcript(transcript) if r["kind"] == "turn"]
+    assert turns[0]["assistant"]["content"].startswith("<that><that>")
