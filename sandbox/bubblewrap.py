@@ -246,6 +246,18 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         env.update(self.config.env)
         return env
 
+    def setup_environment(self, index: Path | None) -> dict[str, str]:
+        """The setup phase's own variables: the proxy, pip's index endpoint (its paths,
+        never the indexes' URLs), then the config's."""
+        proxy = f"http://127.0.0.1:{EGRESS_PORT}"
+        env = dict.fromkeys(("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"), proxy)
+        env["no_proxy"] = env["NO_PROXY"] = "localhost,127.0.0.1,::1"
+        if index is not None:
+            env.update(self.config.package_sources.sandbox_env(
+                f"http://127.0.0.1:{INDEX_PORT}"))
+        env.update(self.config.setup_env)
+        return env
+
     def bwrap_argv(self, *, network: bool, seccomp_fd: int | None = None,
                    egress: Path | None = None, index: Path | None = None) -> list[str]:
         """`network`: the setup phase, in a network namespace of its own whose only ways
@@ -263,16 +275,7 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             raise SandboxError("the setup phase needs its egress proxy")
         argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL",
                  "--hostname", "sandbox", "--clearenv"]
-        env = self.environment()
-        if network:
-            proxy = f"http://127.0.0.1:{EGRESS_PORT}"
-            for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-                env[name] = proxy
-            env["no_proxy"] = env["NO_PROXY"] = "localhost,127.0.0.1,::1"
-            if index is not None:
-                env.update(self.config.package_sources.sandbox_env(
-                    f"http://127.0.0.1:{INDEX_PORT}"))
-            env.update(self.config.setup_env)
+        env = {**self.environment(), **(self.setup_environment(index) if network else {})}
         for key, value in env.items():
             argv += ["--setenv", key, value]
         argv += ["--ro-bind", "/usr", "/usr"]

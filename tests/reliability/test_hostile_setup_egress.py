@@ -28,11 +28,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import git, make_repo
-from tests.private_index import make_wheel, private_index
+from tests.private_index import PrivateIndex, make_wheel, private_index
 from tests.reliability.conftest import Recorder
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
 from workers.agent.transcript import read_transcript
@@ -189,6 +190,22 @@ def _solve(source: Path, root: Path, state: Path, env: dict[str, str]
     return proc, transcript
 
 
+def _assert_only_the_index_was_reached(found: dict[str, Any], index: PrivateIndex,
+                                       hits: list[str]) -> None:
+    # Every way out refused: by the proxy (403), or no route at all from the namespace.
+    assert all(a.startswith("HTTP/1.1 403") for a in found["via proxy"].values()), found
+    assert all(a.startswith("error") for a in found["direct"].values()), found["direct"]
+    assert hits == []
+    assert found["endpoint"] == {"/i/0/../../files/": 404, "/i/0/%2e%2e/%2e%2e/": 404,
+                                 "/i/1/corp-helper/": 404, "/simple/corp-helper/": 404,
+                                 "/f/00000000000000000000000000000000/x.whl": 404,
+                                 "/i/0/corp-helper/": 200}
+    # Only the private index was reached, and only by the host's endpoint, with the token.
+    assert index.requests and all(r["authorized"] and r["agent"] == "frognano-index"
+                                  for r in index.requests), index.requests
+    assert any(r["path"].startswith("/files/corp_helper") for r in index.requests)
+
+
 def test_a_hostile_setup_py_reaches_only_the_index_and_never_sees_its_token(
         scorecard: Recorder) -> None:
     record = scorecard(
@@ -241,18 +258,7 @@ def test_a_hostile_setup_py_reaches_only_the_index_and_never_sees_its_token(
         assert TOKEN not in text, where
     assert proc.returncode == 0 and result["exit_reason"] == "tests_passed", output[-3000:]
     assert found, f"setup.py left no report: {output[-3000:]}"
-    # Every way out refused: by the proxy (403), or no route at all from the namespace.
-    assert all(a.startswith("HTTP/1.1 403") for a in found["via proxy"].values()), found
-    assert all(a.startswith("error") for a in found["direct"].values()), found["direct"]
-    assert hits == []
-    assert found["endpoint"] == {"/i/0/../../files/": 404, "/i/0/%2e%2e/%2e%2e/": 404,
-                                 "/i/1/corp-helper/": 404, "/simple/corp-helper/": 404,
-                                 "/f/00000000000000000000000000000000/x.whl": 404,
-                                 "/i/0/corp-helper/": 200}
-    # Only the private index was reached, and only by the host's endpoint, with the token.
-    assert index.requests and all(r["authorized"] and r["agent"] == "frognano-index"
-                                  for r in index.requests), index.requests
-    assert any(r["path"].startswith("/files/corp_helper") for r in index.requests)
+    _assert_only_the_index_was_reached(found, index, hits)
     # The refusals are in the run's transcript and in the host's log, with their fix.
     assert any(line == "refused CONNECT exfil.example:443: not a package index host "
                "(FROGNANO_SETUP_EGRESS_HOSTS=exfil.example would allow it)"
