@@ -39,6 +39,7 @@ class Project:
     fix: tuple[str, str, str]  # (file, buggy text, fixed text)
     needs: tuple[str, ...] = ()  # what the inferred setup must fetch from the index
     files: dict[str, str] | None = None  # written here instead of a tarball
+    command: str = "python3 -m pytest"  # how the detected test command starts
 
 
 PROJECTS = {
@@ -51,6 +52,48 @@ PROJECTS = {
         ("tests/test_legacy.py::TestSlugify::test_pre_translation",),
         ("slugify/special.py", "xlate.lower()", "xlate.capitalize()"),
         needs=("text-unidecode",)),
+    # Issue 20 §5: a unittest suite that tox.ini runs (`unittest discover tests`), its
+    # `testing` extra; pytest's guess would not collect it as the project runs it.
+    "markdown": Project(
+        "markdown", "markdown-3.11-planted.tar.gz",
+        ("tests/test_syntax/inline/test_emphasis.py::TestNotEmphasis::test_nested_emphasis",
+         "tests/test_legacy.py::TestMisc::test_em_strong_complex"),
+        ("markdown/inlinepatterns.py", "STRONG_RE = r'(\\*{3})(.+?)\\1'",
+         "STRONG_RE = r'(\\*{2})(.+?)\\1'"),
+        needs=("coverage", "pyyaml"), command="python3 -m unittest discover -s tests"),
+    # §2 and §5: requirements/testing.txt, and tox.ini's `python -m unittest`.
+    "more-itertools": Project(
+        "more_itertools", "more-itertools-11.2.1-planted.tar.gz",
+        ("tests/test_recipes.py::QuantifyTests::test_happy_path",
+         "more_itertools.recipes.quantify"),  # a doctest, through its load_tests
+        ("more_itertools/recipes.py", "    return sum(map(pred, iterable)) + 1\n",
+         "    return sum(map(pred, iterable))\n"),
+        needs=("coverage",), command="python3 -m unittest"),
+    # §2: a PEP 735 `test` group that includes another (`coverage`), resolved on the host.
+    "dependency-groups": Project(
+        "dependency_groups", "dependency-groups-1.3.2-planted.tar.gz",
+        ("tests/test_resolver_class.py::test_lookup_on_trivial_normalization",),
+        ("src/dependency_groups/_implementation.py",
+         '    return re.sub(r"[-_.]+", "-", name)\n',
+         '    return re.sub(r"[-_.]+", "-", name).lower()\n'),
+        needs=("coverage",)),
+    # §3: `minversion = "8.0"` and no pytest declared anywhere: Debian's pytest 7.2 refuses
+    # to start; the venv gets pytest>=8.0 from the index.
+    "minversion-8": Project(
+        "minver", "", ("tests/test_minver.py::test_clamp_low",),
+        ("minver/__init__.py", "min(high, value)", "min(high, max(low, value))"),
+        needs=("pytest-9",), files={
+            "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\n'
+                              'build-backend = "hatchling.build"\n\n[project]\n'
+                              'name = "minver"\nversion = "1.0"\n\n'
+                              '[tool.pytest.ini_options]\nminversion = "8.0"\n'
+                              'testpaths = ["tests"]\n',
+            "minver/__init__.py": "def clamp(value, low, high):\n"
+                                  "    return min(high, value)\n",
+            "tests/test_minver.py": "from minver import clamp\n\n\n"
+                                    "def test_clamp_high():\n    assert clamp(5, 0, 3) == 3\n"
+                                    "\n\ndef test_clamp_low():\n"
+                                    "    assert clamp(-1, 0, 3) == 0\n"}),
     # What humanize needs (its tests import freezegun, a `tests` extra; without it the
     # baseline is a collection error), in a project of ours: humanize 4.17.0's source
     # with its tests is not on this machine (the local index has only a 4.16.0 wheel).
@@ -153,6 +196,9 @@ def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Pa
     assert baseline["passed"] is False
     assert set(project.failing) <= {t for t, s in baseline["tests"].items() if s == "failed"}
     assert all(s in ("passed", "failed", "skipped", "xfailed") for s in baseline["tests"].values())
+    assert run["test_command"].startswith(project.command), run["test_command"]
+    if "pytest" in project.command:  # the harness's guard loads under the venv's pytest
+        assert baseline["guard"] is not None, baseline
     assert result["exit_reason"] == "tests_passed" and result["verdict"]["accepted"] is True
     assert result["verdict"]["read_first"] == [], "an honest fix is not flagged"
     assert len(branches) == 1 and new in fixed
