@@ -135,7 +135,8 @@ def pytest_config(read: Reader) -> PytestConfig | None:
     for name in ("pytest.ini", ".pytest.ini"):
         parser = _ini(read, name)
         if parser is not None:
-            options = dict(parser["pytest"]) if parser.has_section("pytest") else {}
+            options: dict[str, object] = dict(parser["pytest"]) \
+                if parser.has_section("pytest") else {}
             return PytestConfig(f"{name} [pytest]", options, False)
     for name in ("pytest.toml", ".pytest.toml"):
         table = _toml(read, name).get("pytest")
@@ -151,7 +152,7 @@ def pytest_config(read: Reader) -> PytestConfig | None:
     for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
         parser = _ini(read, name)
         if parser is not None and parser.has_section(section):
-            return PytestConfig(f"{name} [{section}]", dict(parser[section]), False)
+            return PytestConfig(f"{name} [{section}]", {**parser[section]}, False)
     return None
 
 
