@@ -74,7 +74,11 @@ def requirement_name(requirement: str) -> str:
 
 
 def _ini(read: Reader, name: str) -> configparser.ConfigParser | None:
-    text = read(name)
+    return _parse_ini(read(name))
+
+
+def _parse_ini(text: str | None) -> configparser.ConfigParser | None:
+    """INI text as a parser (no interpolation, duplicates allowed); None if unreadable."""
     if text is None:
         return None
     parser = configparser.ConfigParser(interpolation=None, strict=False)
@@ -207,14 +211,7 @@ def _tox_parser(read: Reader) -> configparser.ConfigParser | None:
         return parser
     legacy = _toml(read, "pyproject.toml").get("tool", {}).get("tox", {})
     text = legacy.get("legacy_tox_ini") if isinstance(legacy, dict) else None
-    if not isinstance(text, str):
-        return None
-    parser = configparser.ConfigParser(interpolation=None, strict=False)
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return None
-    return parser
+    return _parse_ini(text if isinstance(text, str) else None)
 
 
 def _lines(value: str) -> list[str]:
