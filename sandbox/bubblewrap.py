@@ -278,20 +278,7 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         env = {**self.environment(), **(self.setup_environment(index) if network else {})}
         for key, value in env.items():
             argv += ["--setenv", key, value]
-        argv += ["--ro-bind", "/usr", "/usr"]
-        for name in SYSTEM_DIRS:
-            host = f"/{name}"
-            if os.path.islink(host):
-                argv += ["--symlink", os.readlink(host), host]
-            elif os.path.isdir(host):
-                argv += ["--ro-bind", host, host]
-        for name in ETC_ALLOWLIST:
-            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        assert self._host_files is not None, "bind sources are made by _prepare"
-        for name in ("passwd", "group"):  # the sandbox's own user, not the host's list
-            argv += ["--ro-bind", str(self._host_files / name), f"/etc/{name}"]
-        for path in self.prefixes:
-            argv += ["--ro-bind", path, path]
+        argv += self._system_binds()
         # /dev is a tmpfs of bwrap's: read-only, with a sized /dev/shm of its own.
         argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
                  "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
@@ -325,6 +312,25 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             argv += ["--egress-socket", EGRESS_INSIDE, "--egress-port", str(EGRESS_PORT)]
         if index is not None:
             argv += ["--index-socket", INDEX_INSIDE, "--index-port", str(INDEX_PORT)]
+        return argv
+
+    def _system_binds(self) -> list[str]:
+        """The system, read-only: /usr and its siblings, an allow-list of /etc, the
+        sandbox's own passwd and group, and the Python prefixes."""
+        argv = ["--ro-bind", "/usr", "/usr"]
+        for name in SYSTEM_DIRS:
+            host = f"/{name}"
+            if os.path.islink(host):
+                argv += ["--symlink", os.readlink(host), host]
+            elif os.path.isdir(host):
+                argv += ["--ro-bind", host, host]
+        for name in ETC_ALLOWLIST:
+            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        assert self._host_files is not None, "bind sources are made by _prepare"
+        for name in ("passwd", "group"):  # the sandbox's own user, not the host's list
+            argv += ["--ro-bind", str(self._host_files / name), f"/etc/{name}"]
+        for path in self.prefixes:
+            argv += ["--ro-bind", path, path]
         return argv
 
     def _spawn(self, *, network: bool) -> RunnerProcess:
