@@ -224,6 +224,9 @@ def exec_result(reply: dict[str, Any], max_chars: int = EXEC_OUTPUT_CHARS) -> Ex
     cuts them, but the host keeps them (the verdict's output, the transcript) and takes
     no bound on trust from a process inside the sandbox."""
     stdout, stderr = _text(reply.get("stdout")), _text(reply.get("stderr"))
+    # The runner's own cut leaves `max_chars` plus its "[truncated N bytes]" line: only
+    # a reply past that is the host's to cut (a runner the sandbox tampered with).
+    max_chars += _MARKER_CHARS
     cut = len(stdout) > max_chars or len(stderr) > max_chars
     return ExecResult(
         exit_code=reply.get("exit_code"), stdout=_tail(stdout, max_chars),
@@ -231,6 +234,9 @@ def exec_result(reply: dict[str, Any], max_chars: int = EXEC_OUTPUT_CHARS) -> Ex
         seconds=float(reply.get("seconds", 0.0)),
         truncated=bool(reply.get("truncated")) or cut,
     )
+
+
+_MARKER_CHARS = 64  # room for the runner's own truncation line
 
 
 def _text(value: object) -> str:

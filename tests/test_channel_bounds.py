@@ -41,12 +41,17 @@ def test_entities_under_expats_limit_cost_no_memory() -> None:
               "b = ''.join(f'<testcase name=\"t{i}\">{(\"&a%d;\" % i) * 90}</testcase>' "
               "for i in range(16))\n"
               "doc = f'<?xml version=\"1.0\"?><!DOCTYPE t [{e}]><testsuites>{b}</testsuites>'\n"
-              "assert parse_junit(doc.encode()) is None\n"
-              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+              "data = doc.encode()\n"
+              "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+              "assert parse_junit(data) is None\n"
+              "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+              "print((after - before) // 1024)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120, cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout.split()[-1]) < 200, "peak MiB of the parsing process"
+    # What the parse itself added to the peak (building the document costs ~50 MiB, and
+    # the interpreter's own start varies with the environment the suite leaves).
+    assert int(done.stdout.split()[-1]) < 100, "MiB the parse added to the peak"
 
 
 def test_nesting_tests_and_ids_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,7 +124,8 @@ def test_tree_bytes_stops_past_the_limit(tmp_path: Path) -> None:
 
 def test_exec_output_is_cut_on_the_host_too() -> None:
     result = exec_result({"exit_code": 0, "stdout": "a" * 500 + "END", "stderr": 7}, 100)
-    assert result.stdout.endswith("a" * 97 + "END") and "403 characters cut" in result.stdout
+    # 100 characters and room for the runner's own truncation line (64) are kept.
+    assert result.stdout.endswith("a" * 161 + "END") and "339 characters cut" in result.stdout
     assert result.stderr == "" and result.truncated
 
 
