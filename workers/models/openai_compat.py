@@ -134,7 +134,7 @@ class OpenAICompatClient:
                             raise ContextOverflow(self._describe(response.status_code, message))
                         last_problem = f"HTTP {response.status_code}: {self._excerpt(message)}"
                         continue
-                    return stream.read(response.iter_lines(), started + timeout)
+                    return self._read_stream(response, stream, started + timeout)
             except httpx.TimeoutException:
                 last_problem = f"timed out after {timeout:g}s"
             except httpx.TransportError as exc:
@@ -143,6 +143,20 @@ class OpenAICompatClient:
                 break
         raise ModelQueryError(
             f"model server at {self.url} failed after {self.retries + 1} attempts: {last_problem}")
+
+    def _read_stream(self, response: httpx.Response, stream: _Stream, deadline: float) -> bool:
+        """An answered stream into `stream`; whether the time ran out. A server that
+        ignored `stream` answers whole (its JSON is the turn); anything else that is not
+        an event stream (an HTML page) is an error, never an empty turn."""
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            response.read()
+            stream.whole = self._decode(response)
+            return False
+        cut_off = stream.read(response.iter_lines(), deadline)
+        if not stream.chunks:
+            raise ModelQueryError(f"model server at {self.url} sent no events in its "
+                                  "event stream")
+        return cut_off
 
     # --- transport ---------------------------------------------------------------------------
 
@@ -256,6 +270,8 @@ class _Stream:
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.extra: dict[str, Any] = {}  # usage, timings
+        self.chunks = 0  # events read, [DONE] included
+        self.whole: dict[str, Any] | None = None  # the answer of a server that did not stream
 
     def read(self, lines: Iterator[str], deadline: float) -> bool:
         """Consume the event stream; True when `deadline` passed before it ended."""
@@ -263,6 +279,7 @@ class _Stream:
             if not line.startswith("data:"):
                 continue
             payload = line[5:].strip()
+            self.chunks += 1
             if payload == "[DONE]":
                 return False
             try:
@@ -302,6 +319,8 @@ class _Stream:
 
     def data(self, cut_off: bool) -> dict[str, Any]:
         """The answer as a non-streamed response would have carried it."""
+        if self.whole is not None:
+            return self.whole
         message: dict[str, Any] = {"content": "".join(self.content),
                                    "reasoning_content": "".join(self.reasoning)}
         if self.calls and not cut_off:  # a call the time cut off is never run
