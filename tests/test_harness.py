@@ -140,7 +140,9 @@ def test_runaway_output_is_cut_in_leafs_shape(tmp_path: Path) -> None:
         (["x" * 400], {"max_tokens_per_turn": 10, "max_attempts": 1}, "max_tokens_per_turn"),
         ([think_and_call("Look.", "Read", file_path="calc.py")], {"max_context_tokens": 50},
          "max_context_len"),
-        ([think_and_call("Wait.", "Bash", command="sleep 3")], {"max_seconds": 1.5},
+        # The wall time counts from the run's start, baseline included: room for a loaded
+        # machine's baseline, so the turn that outlasts it is the one the limit ends.
+        ([think_and_call("Wait.", "Bash", command="sleep 15")], {"max_seconds": 6},
          "max_time"),
     ],
 )
