@@ -111,9 +111,11 @@ def children_of(pid: int) -> list[str]:
     for candidate in _proc_pids():
         status = _read(f"/proc/{candidate}/status").decode(errors="replace")
         if re.search(rf"^PPid:\s+{pid}$", status, re.MULTILINE):
-            # redis-server rewrites its title ("redis-server 127.0.0.1:port"); keep the program.
-            names.append(_read(f"/proc/{candidate}/cmdline").replace(b"\0", b" ")
-                         .split()[0].decode())
+            # A zombie or an exiting process has an empty cmdline: it is no live child.
+            words = _read(f"/proc/{candidate}/cmdline").replace(b"\0", b" ").split()
+            if words:
+                # redis-server rewrites its title ("redis-server 127.0.0.1:port"); keep the program.
+                names.append(words[0].decode(errors="replace"))
     return names
 
 
