@@ -100,7 +100,7 @@ def vram_used_mib() -> float | None:
 
 
 def _settings(plan: Plan, n_threads: int | None = None) -> Any:
-    from workers.models.llama_resident import LlamaSettings
+    from solver.models.llama_resident import LlamaSettings
 
     return LlamaSettings(n_ctx=plan.n_ctx, n_threads=n_threads or plan.n_threads)
 
@@ -118,8 +118,8 @@ def session(path: Path, settings: Any, recovery: str | None, turns: int, tool_ch
     `tool_chars` characters of file content. `ready` is called once the model is loaded,
     before the first turn (the runs-per-GPU barrier)."""
     from bench.prompt_reuse import GRAMMAR, SYSTEM, TOOLS
-    from workers.models.base import Sampling, TurnBudget
-    from workers.models.llama_cpp import LlamaCppModel
+    from solver.models.base import Sampling, TurnBudget
+    from solver.models.llama_cpp import LlamaCppModel
 
     def new_model() -> LlamaCppModel:
         return LlamaCppModel(path, settings=settings, sampling=Sampling(seed=7), grammar=GRAMMAR,
@@ -160,8 +160,8 @@ def session(path: Path, settings: Any, recovery: str | None, turns: int, tool_ch
 
 
 def prefill_decode(path: Path, settings: Any, tokens: int, decode: int) -> tuple[float, float, int]:
-    from workers.models.base import Sampling, TurnBudget
-    from workers.models.llama_cpp import LlamaCppModel
+    from solver.models.base import Sampling, TurnBudget
+    from solver.models.llama_cpp import LlamaCppModel
 
     probe = LlamaCppModel(path, settings=settings)
     never_stop = {t: -1e9 for t in range(probe.resident.llm.n_vocab())
@@ -181,8 +181,8 @@ def prefill_decode(path: Path, settings: Any, tokens: int, decode: int) -> tuple
 
 def measure(plan: Plan, out: Path) -> Path:
     from bench.runs_per_gpu import measure_runs
+    from solver.models.llama_resident import load_resident, unload_all
     from tests.gguf_factory import frognano_shape, make_frognano_shaped
-    from workers.models.llama_resident import load_resident, unload_all
 
     deadline = time.monotonic() + plan.budget_s
     results = Results(out / "results.jsonl")

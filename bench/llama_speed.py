@@ -28,8 +28,8 @@ REPACK = {"off": ("off", False), "on": ("on", False), "on, AMX withheld": ("on",
 
 def _measure(label: str, path: Path, template: str | None, words: int,
              cpu_repack: str = "off") -> list[dict]:
-    from workers.models.base import Sampling, TurnBudget
-    from workers.models.llama_cpp import LlamaCppModel, LlamaSettings
+    from solver.models.base import Sampling, TurnBudget
+    from solver.models.llama_cpp import LlamaCppModel, LlamaSettings
 
     settings = LlamaSettings(n_ctx=4096, cpu_repack=cpu_repack)  # type: ignore[arg-type]
     probe = LlamaCppModel(path, settings=settings, chat_template=template)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from workers.models.llama_cpp import LlamaCppModel, LlamaSettings
-from workers.models.llama_resident import unload_all
+from solver.models.llama_cpp import LlamaCppModel, LlamaSettings
+from solver.models.llama_resident import unload_all
 
 GEMMA_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<start_of_turn>user\n{{ m.content }}"
                   "<end_of_turn>\n{% endfor %}<start_of_turn>model\n")

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solver.models.base import Sampling, TurnBudget
+from solver.models.llama_cpp import LlamaCppModel, LlamaSettings
 from tests.gguf_factory import make_tiny_qwen35
-from workers.models.base import Sampling, TurnBudget
-from workers.models.llama_cpp import LlamaCppModel, LlamaSettings
 
 TURNS = 30
 SETTINGS = LlamaSettings(n_ctx=16384)

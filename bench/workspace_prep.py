@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solver.hostgit import HostRepo
 from tests.fake_github.server import FakeGitHub
-from workers.hostgit import HostRepo
 from workers.repo_cache import RepoCache
 
 COMMITS = 2_000

@@ -303,7 +303,7 @@ def dashboard_router(store: RunStore, auth: DashboardAuth) -> APIRouter:
 
 
 def read_first(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The latest verdict's "Read this first" flags (workers/agent/change_flags.py):
+    """The latest verdict's "Read this first" flags (solver/verdict/change_flags.py):
     the result's, or while the run goes on, its last judged attempt's."""
     for _, record in reversed(events):
         verdict = record.get("verdict") if record.get("kind") in ("result", "tests") else None

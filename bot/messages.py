@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from bot.inert import neutralize, plain_line
 from bot.markdown import (
@@ -18,6 +19,10 @@ from bot.markdown import (
     fence,
     quote_untrusted,
 )
+from solver.report import AttemptsReport
+
+if TYPE_CHECKING:  # the receiver never imports the solver's run path
+    from solver.run_path import Decision
 
 STATUS_MARKER = "<!-- frognano:status -->"
 CI_WARNING = (
@@ -154,31 +159,6 @@ def _fence(text: str) -> str:
     return fence(text[-OUTPUT_TAIL_CHARS:])
 
 
-@dataclass(frozen=True)
-class AttemptLine:
-    """How one of several attempts at an issue ended (workers/attempts.py)."""
-
-    number: int  # 1-based
-    seed: int | None
-    outcome: str  # chosen, passed…, failed (reason): the bot's own words
-    steps: int
-    tokens: int
-    lines: int  # lines changed
-    files: int
-
-
-@dataclass(frozen=True)
-class AttemptsReport:
-    """Best of N: what was asked and allowed, and every attempt that ran."""
-
-    asked: int  # `attempts_in_parallel`
-    allowed: int  # after the operator's FROGNANO_MAX_PARALLEL_ATTEMPTS
-    slots: int  # attempts the model runs at once
-    chosen: AttemptLine  # the published one, or when none passed the one reported
-    others: list[AttemptLine]
-    published: bool
-
-
 def attempts_section(report: AttemptsReport) -> list[str]:
     cap = f"; this bot allows {report.allowed}" if report.allowed < report.asked else ""
     how = ("one after another until one passed (the model serves one at a time)"
@@ -213,7 +193,7 @@ def attempts_section(report: AttemptsReport) -> list[str]:
 
 @dataclass(frozen=True)
 class ReadFirst:
-    """One flag of the change's scan (workers/agent/change_flags.py), as plain data."""
+    """One flag of the change's scan (solver/verdict/change_flags.py), as plain data."""
 
     path: str
     line: int
@@ -257,7 +237,7 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     test_files_changed: list[str] = field(default_factory=list)
     summary: str = ""  # the model's final answer
-    # The verdict (workers/agent/verdict.py): why it refused, how it decided, new tests.
+    # The verdict (solver/verdict/verdict.py): why it refused, how it decided, new tests.
     refusals: list[str] = field(default_factory=list)
     verdict_notes: list[str] = field(default_factory=list)
     new_tests: str = ""  # e.g. "new tests: 3 passed"
@@ -341,6 +321,14 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
         lines += ["", "To try again, comment `/frognano retry` (text after the command "
                       "is passed to the model as guidance)."]
     return "\n".join(lines)
+
+
+def decision_reason(decision: Decision) -> str:
+    """Why a finished run was not published, as Markdown: the forbidden paths of a
+    refusal are the model's names, shown inert."""
+    if decision.outcome == "refused_paths":
+        return refused_paths(list(decision.paths))
+    return decision.reason
 
 
 def refused_paths(paths: list[str]) -> str:

@@ -21,7 +21,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from bot.repo_config import MAX_ATTEMPTS_IN_PARALLEL
+from solver.repo_config import MAX_ATTEMPTS_IN_PARALLEL
 
 # HMAC-SHA256 with a short key can be brute-forced offline from one captured delivery.
 MIN_WEBHOOK_SECRET_CHARS = 32
@@ -47,7 +47,7 @@ def webhook_secret_problem(secret: str | None) -> str | None:
 class LlamaEnvSettings(BaseSettings):
     """How llama.cpp runs an in-process GGUF model: read here once, for `frognano solve`
     (whose flags override them) and the worker alike. The same defaults and rules as
-    `workers.models.llama_resident.LlamaSettings`, which these become."""
+    `solver.models.llama_resident.LlamaSettings`, which these become."""
 
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",
                                       extra="ignore", populate_by_name=True)
@@ -96,7 +96,7 @@ class LlamaEnvSettings(BaseSettings):
 # Every group reads the same sources: the environment, then `.env` in the working directory.
 _SOURCES = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
                               populate_by_name=True)
-# The default limit of one patch; the same number as workers/hostgit.DEFAULT_MAX_DIFF_BYTES
+# The default limit of one patch; the same number as solver/hostgit.DEFAULT_MAX_DIFF_BYTES
 # (bot/ does not import workers/; tests/test_settings.py holds them equal).
 DEFAULT_MAX_DIFF_BYTES = 5 * 1024 * 1024
 

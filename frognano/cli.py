@@ -175,7 +175,7 @@ def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
     """`solve`'s flags laid over the settings every other command reads too."""
     from frognano.models import llama_fields
     from frognano.solve_command import SolveOptions
-    from workers.package_index import PackageIndex
+    from solver.setup.package_index import PackageIndex
 
     llama = llama_fields(settings, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
                          flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,

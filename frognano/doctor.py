@@ -109,8 +109,8 @@ def check_model(settings: BotSettings) -> list[Check]:
     if model.startswith("scripted:"):
         return [Check("model", "warn", f"{model} is a scripted model, for tests",
                       fix)]
-    from workers.models.base import ModelLoadError
-    from workers.models.gguf_file import read_gguf_info
+    from solver.models.base import ModelLoadError
+    from solver.models.gguf_file import read_gguf_info
 
     try:
         info = read_gguf_info(Path(model))
@@ -119,7 +119,7 @@ def check_model(settings: BotSettings) -> list[Check]:
     checks = [Check("model", "ok", f"{info.path} ({info.architecture}, "
                                    f"{info.parameter_count / 1e9:.2f} B parameters)")]
     if settings.chat_template is not None:
-        from workers.models.chat_template import load_chat_template
+        from solver.models.chat_template import load_chat_template
 
         try:
             load_chat_template(settings.chat_template)
@@ -276,7 +276,7 @@ def check_package_index(settings: BotSettings) -> list[Check]:
     import urllib.request
 
     from sandbox.index_endpoint import IndexEndpoint, redact
-    from workers.package_index import PackageIndex
+    from solver.setup.package_index import PackageIndex
 
     index = PackageIndex.from_settings(settings)
     sources = index.sources()

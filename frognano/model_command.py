@@ -14,9 +14,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-import workers.models as models_package
-from workers.models.base import ModelLoadError
-from workers.models.gguf_file import GgufInfo, check_gguf_file, read_gguf_info
+import solver.models as models_package
+from solver.models.base import ModelLoadError
+from solver.models.gguf_file import GgufInfo, check_gguf_file, read_gguf_info
 
 DEFAULT_REPO = "bartowski/FrogNano-4B-2609-GGUF"
 DEFAULT_QUANT = "Q4_K_M"

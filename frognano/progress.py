@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from bot.inert import visible
-from workers.agent.events import (
+from solver.agent.run_events import (
     BaselineDone,
     Event,
     SetupStarted,
@@ -28,7 +28,7 @@ from workers.agent.events import (
     TurnStarted,
     TurnTokens,
 )
-from workers.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
+from solver.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
 
 
 def shown(text: str) -> str:
@@ -93,7 +93,7 @@ class Progress:
             self.console.print(Text("progress: ").append(self._render()), highlight=False)
 
     def emit(self, event: Event) -> None:
-        """As an output of the run's events (workers/agent/events.py)."""
+        """As an output of the run's events (solver/agent/run_events.py)."""
         index = self._whose.see(event)
         self.who = "" if index is None else f"attempt {index + 1} · "
         if isinstance(event, AttemptStarted):

@@ -12,24 +12,16 @@ from typing import Any
 
 from rich.console import Console
 
-from bot.messages import AttemptsReport
-from bot.repo_config import (
-    CONFIG_PATH,
-    MAX_ATTEMPTS_IN_PARALLEL,
-    RepoConfigError,
-    parse_repo_config,
-)
-from frognano.models import ModelSpecError, build_model, check_model_slots
 from frognano.progress import Progress, shown
 from runstore.store import RunStoreUnavailable, default_database_url, open_run_store
 from sandbox.base import SandboxError, SandboxUnavailable
 from sandbox.trees import remove_tree
-from workers.agent.events import Event, Outputs, RunAborted
-from workers.agent.result import SolveResult
-from workers.agent.transcript import Transcript
-from workers.attempts import run_attempts
-from workers.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError
-from workers.local_solve import (
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Event, Outputs, RunAborted
+from solver.agent.transcript import Transcript
+from solver.attempts import run_attempts
+from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError
+from solver.local_solve import (
     LocalRepoError,
     bring_back,
     check_repository,
@@ -37,16 +29,24 @@ from workers.local_solve import (
     slugify,
     unique_branch,
 )
-from workers.models.base import ModelClient, Sampling
-from workers.models.llama_resident import LlamaSettings
-from workers.package_index import NO_INDEX, PackageIndex
-from workers.run_path import (
+from solver.models import ModelSpecError, build_model, check_model_slots
+from solver.models.base import ModelClient, Sampling
+from solver.models.llama_resident import LlamaSettings
+from solver.repo_config import (
+    CONFIG_PATH,
+    MAX_ATTEMPTS_IN_PARALLEL,
+    RepoConfigError,
+    parse_repo_config,
+)
+from solver.report import AttemptsReport
+from solver.run_path import (
     NoTestCommand,
     Overrides,
     open_workspace,
     prepare,
     setup_inputs_note,
 )
+from solver.setup.package_index import NO_INDEX, PackageIndex
 from workers.run_recording import RunRecorder
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -84,7 +84,7 @@ class SolveOptions:
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
-    # Best of N (workers/attempts.py): `--attempts` over the checkout's
+    # Best of N (solver/attempts.py): `--attempts` over the checkout's
     # `attempts_in_parallel`; the config's value is cut to FROGNANO_MAX_PARALLEL_ATTEMPTS
     # as in the bot, the flag is the operator's own word. FROGNANO_MODEL_SLOTS at once.
     attempts: int | None = None
@@ -157,7 +157,7 @@ def transcript_for(path: Path, attempt: int) -> Path:
 
 def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
            recorder: RunRecorder, console: Console) -> int:
-    """The bot's run path (workers/run_path.py, best of N by workers/attempts.py) on a
+    """The bot's run path (solver/run_path.py, best of N by solver/attempts.py) on a
     local checkout; only the source, the flags over the config, and what a decision means
     (a local branch) are solve's own."""
     if not opts.issue.strip():
@@ -178,7 +178,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     model = model_for(opts.seed)  # its name and tokenizer, before any attempt starts
     _check_issue_size(opts.issue, model, opts.n_ctx)
     # On a branch `solve` made, its setup runs none of the model's files, and the tests
-    # that judge it are the repository's (workers/run_path.open_workspace).
+    # that judge it are the repository's (solver/run_path.open_workspace).
     own = own_commits(repo)
     host = open_workspace(repo, None, run_dir, max_diff_bytes=opts.max_diff_bytes,
                           own_commits=own)

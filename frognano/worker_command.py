@@ -26,10 +26,11 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     import redis
 
     from bot.github_client import GitHubAppClient
-    from frognano.models import ModelSpecError, build_model, check_model_slots, llama_settings
+    from frognano.models import llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
-    from workers.models.base import ModelClient, Sampling
-    from workers.package_index import PackageIndex
+    from solver.models import ModelSpecError, build_model, check_model_slots
+    from solver.models.base import ModelClient, Sampling
+    from solver.setup.package_index import PackageIndex
     from workers.repo_cache import RepoCache
     from workers.runtime import Runtime
     from workers.tasks import enqueue_run

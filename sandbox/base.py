@@ -125,5 +125,5 @@ class Sandbox(Protocol):
 
     def stop(self) -> None:
         """Kill every process in the sandbox; the next call starts a fresh runner. The
-        host stops the sandbox before it snapshots the work tree (workers/hostgit.py)."""
+        host stops the sandbox before it snapshots the work tree (solver/hostgit.py)."""
         ...

@@ -53,7 +53,7 @@ def gemma_gguf() -> Path:
 
 PROBE = """
 import json, sys
-from workers.models.llama_resident import LlamaSettings, load_resident
+from solver.models.llama_resident import LlamaSettings, load_resident
 settings = LlamaSettings(n_ctx=512, n_threads=2, **json.loads(sys.argv[2]))
 llm = load_resident(sys.argv[1], settings).llm
 out = llm.create_completion("The capital of France is", max_tokens=4, temperature=0.0)

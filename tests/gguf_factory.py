@@ -20,8 +20,8 @@ from typing import Any
 import gguf
 import numpy as np
 
-from workers.models.chat_template import ChatTemplateError as ChatTemplateError  # re-exported
-from workers.models.chat_template import render_chat_template as _render
+from solver.models.chat_template import ChatTemplateError as ChatTemplateError  # re-exported
+from solver.models.chat_template import render_chat_template as _render
 
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
 QWEN35_CHAT_TEMPLATE_PATH = FIXTURES_DIR / "qwen35_chat_template.jinja"
@@ -270,7 +270,7 @@ def render_chat_template(
     **kwargs: Any,
 ) -> str:
     """Render a chat template with the production renderer
-    (``workers.models.chat_template``: transformers' Jinja semantics), defaulting to
+    (``solver.models.chat_template``: transformers' Jinja semantics), defaulting to
     the tiny model's template. Extra ``kwargs`` (e.g. ``enable_thinking=False``)
     become template variables."""
     return _render(

@@ -1,15 +1,15 @@
-"""Builders for a run's typed events (workers/agent/events.py), for tests that feed the
+"""Builders for a run's typed events (solver/agent/run_events.py), for tests that feed the
 run recorder or an output directly instead of running a model."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from workers.agent.events import Observation, RunFinished, RunStarted, TurnDone
-from workers.agent.repo_tests import TestVerdict, compare_results
-from workers.agent.result import SolveResult
-from workers.agent.verdict import Verdict
-from workers.models.base import ToolCall, Turn, Usage
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Observation, RunFinished, RunStarted, TurnDone
+from solver.models.base import ToolCall, Turn, Usage
+from solver.verdict.repo_tests import TestVerdict, compare_results
+from solver.verdict.verdict import Verdict
 
 
 def started(model: str = "scripted", test_command: str = "pytest -q") -> RunStarted:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.base import Sandbox
+from solver.hostgit import HostRepo
 from tests.conftest import make_repo
-from workers.hostgit import HostRepo
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 BACKENDS = ["unsafe-local", "bubblewrap"] if HAVE_BWRAP else ["unsafe-local"]

@@ -13,17 +13,11 @@ import pytest
 
 from bot.github_api import RepoRef
 from bot.github_client import GitHubAppClient
-from bot.messages import AttemptLine, AttemptsReport, RunReport, failure_comment, pr_body
-from bot.repo_config import RepoConfigError, parse_repo_config
+from bot.messages import RunReport, failure_comment, pr_body
 from bot.settings import BotSettings
-from frognano.models import ModelSpecError, build_model
-from tests.conftest import git, make_repo
-from tests.fake_github.server import FakeGitHub
-from tests.reliability.stack import FIX_CALC
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.events import Outputs, Triggered, TurnStarted
-from workers.agent.result import SolveResult
-from workers.attempts import (
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Outputs, Triggered, TurnStarted
+from solver.attempts import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
@@ -32,10 +26,17 @@ from workers.attempts import (
     run_attempts,
     summary,
 )
-from workers.hostgit import GitError, HostRepo, Snapshot
-from workers.models.base import ModelClient, Sampling, Usage
-from workers.models.scripted import ScriptedModel, final_answer, think_and_call
-from workers.run_path import decide, open_workspace, prepare
+from solver.hostgit import GitError, HostRepo, Snapshot
+from solver.models import ModelSpecError, build_model
+from solver.models.base import ModelClient, Sampling, Usage
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call
+from solver.repo_config import RepoConfigError, parse_repo_config
+from solver.report import AttemptLine, AttemptsReport
+from solver.run_path import decide, open_workspace, prepare
+from tests.conftest import git, make_repo
+from tests.fake_github.server import FakeGitHub
+from tests.reliability.stack import FIX_CALC
+from tests.sandbox_support import HAVE_BWRAP, reachable_dir
 from workers.status import StatusComment, StatusProgress
 
 pytest_plugins = ("tests.fake_github.fixtures",)

@@ -1,4 +1,4 @@
-"""Best of N end to end (workers/attempts.py): signed webhooks into the real receiver, a
+"""Best of N end to end (solver/attempts.py): signed webhooks into the real receiver, a
 real redis-server, real Celery workers, real bubblewrap and git, the OpenAPI-checked fake
 GitHub, and a scripted model holding one script per seed (FROGNANO_SEED=0: attempt k
 replays script k).
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from runstore.store import RunStore
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.reliability.stack import (
     FIX_CALC,
@@ -33,7 +34,6 @@ from tests.reliability.stack import (
     wait_for,
 )
 from tests.sandbox_support import HAVE_BWRAP
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 

@@ -1,5 +1,5 @@
 """The change scan, fast: each kind of flag on a small module, only what the change adds,
-and the PR body's "Read this first" (workers/agent/change_flags.py, bot/messages.py)."""
+and the PR body's "Read this first" (solver/verdict/change_flags.py, bot/messages.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from bot.messages import ReadFirst, RunReport, pr_body
-from workers.agent.change_flags import added_findings, failing_tests, scan_change
-from workers.agent.repo_tests import TestVerdict
+from solver.verdict.change_flags import added_findings, failing_tests, scan_change
+from solver.verdict.repo_tests import TestVerdict
 
 TEST_FILE = "tests/test_words.py"
 TEST_SOURCE = b'''

@@ -14,10 +14,10 @@ from sandbox import trees
 from sandbox.disk_quota import BLOCK_BYTES, tree_bytes
 from sandbox.runner_client import exec_result
 from sandbox.trees import TreeTooLarge, remove_tree, walk_tree
+from solver.agent.transcript import Transcript, read_transcript
+from solver.verdict import junit_report as test_report
+from solver.verdict.junit_report import ReportPipe, merge_reports, parse_junit
 from tests.reliability.scorecard import CHANNELS
-from workers.agent import test_report
-from workers.agent.test_report import ReportPipe, merge_reports, parse_junit
-from workers.agent.transcript import Transcript, read_transcript
 
 LAUGHS = ('<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "lol">'
           + "".join(f'<!ENTITY a{i} "{"&a;" * 10}">' for i in range(1, 3))
@@ -36,7 +36,7 @@ def test_a_doctype_is_refused_with_its_reason(document: str) -> None:
 
 def test_entities_under_expats_limit_cost_no_memory() -> None:
     """16 MiB of entities used 90 times each: ElementTree took ~1.5 GiB (measured)."""
-    script = ("import resource\nfrom workers.agent.test_report import parse_junit\n"
+    script = ("import resource\nfrom solver.verdict.junit_report import parse_junit\n"
               "e = ''.join(f'<!ENTITY a{i} \"{\"x\" * (1 << 20)}\">' for i in range(16))\n"
               "b = ''.join(f'<testcase name=\"t{i}\">{(\"&a%d;\" % i) * 90}</testcase>' "
               "for i in range(16))\n"

@@ -24,10 +24,7 @@ from bot.dashboard import compare_tests
 from bot.settings import BotSettings
 from bot.triggers import Trigger
 from runstore.store import RunStore
-from tests.redis_server import RedisServer
-from tests.run_events import finished, ran_tests, started, turn
-from workers.agent.change_flags import ChangeFlag
-from workers.agent.events import (
+from solver.agent.run_events import (
     BaselineDone,
     Feedback,
     Observation,
@@ -35,10 +32,13 @@ from workers.agent.events import (
     RunFinished,
     TestsJudged,
 )
-from workers.agent.repo_tests import TestVerdict
-from workers.agent.transcript import Transcript
-from workers.agent.verdict import Verdict
-from workers.models.base import Usage
+from solver.agent.transcript import Transcript
+from solver.models.base import Usage
+from solver.verdict.change_flags import ChangeFlag
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.verdict import Verdict
+from tests.redis_server import RedisServer
+from tests.run_events import finished, ran_tests, started, turn
 from workers.run_recording import RunRecorder
 
 TOKEN = "dashboard-token-for-tests"
@@ -396,7 +396,7 @@ FLAGGED_LINE = '    if (a, b) == (2, 3): return 5  # <b>special</b>'
 
 def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
     """A run whose accepted change special-cases its failing test's inputs: the change
-    scan's flags ride in the verdict (workers/agent/change_flags.py)."""
+    scan's flags ride in the verdict (solver/verdict/change_flags.py)."""
     recorder = RunRecorder.start(store, repo="octo/calc", issue=7, trigger="label", attempt=1)
     flags = [ChangeFlag("calc.py", 2, "test-literal", f"decides on 3, exactly as the "
                         f"failing test `tests/test_calc.py::test_add` uses: `{FLAGGED_LINE}`"),

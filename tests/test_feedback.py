@@ -12,11 +12,11 @@ import dataclasses
 
 import pytest
 
-from workers.agent.outside_pytest import DISAGREES
-from workers.agent.prompts import verdict_feedback_message
-from workers.agent.repo_tests import TestVerdict
-from workers.agent.test_files import TreePlan
-from workers.agent.verdict import Verdict, decide
+from solver.agent.prompts import verdict_feedback_message
+from solver.verdict.outside_pytest import DISAGREES
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.suite_paths import TreePlan
+from solver.verdict.verdict import Verdict, decide
 
 # Words that tell the model how the harness looks at a run.
 DETECTOR_WORDS = ("guard", "junit", "report", "pipe", "audit", "fifo", "identity",

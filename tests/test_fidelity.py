@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sandbox.schemas import TOOLS
-from workers.models.qwen3coder import parse_assistant_text
+from solver.models.qwen3coder import parse_assistant_text
 
 Calls = list[tuple[str, dict[str, Any]]]
 

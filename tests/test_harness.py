@@ -16,15 +16,15 @@ import pytest
 
 from sandbox import SandboxConfig, open_sandbox
 from sandbox.base import Sandbox
+from solver.agent.harness import SolveLimits, SolveResult, solve
+from solver.agent.prompts import SYSTEM_PROMPT
+from solver.agent.transcript import Transcript, read_transcript
+from solver.hostgit import HostRepo
+from solver.models.base import ModelQueryError
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call, think_and_calls
+from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import make_repo
 from tests.sandbox_support import BACKENDS, reachable_dir
-from workers.agent.harness import SolveLimits, SolveResult, solve
-from workers.agent.prompts import SYSTEM_PROMPT
-from workers.agent.repo_tests import PYTEST_COMMAND
-from workers.agent.transcript import Transcript, read_transcript
-from workers.hostgit import HostRepo
-from workers.models.base import ModelQueryError
-from workers.models.scripted import ScriptedModel, final_answer, think_and_call, think_and_calls
 
 BACKEND = BACKENDS[-1]  # bubblewrap where installed
 FIX = think_and_call("Fix the sign.", "Edit", file_path="calc.py",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solver.run_path import OwnCommits, open_workspace, setup_inputs
 from tests.conftest import git, make_repo
-from workers.run_path import OwnCommits, open_workspace, setup_inputs
 
 BOT = "bot@example.com"
 

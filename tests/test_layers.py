@@ -15,9 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "sandbox": frozenset(),  # stdlib only, checked below: runner.py runs inside the sandbox
     "runstore": frozenset(),
-    "bot": frozenset({"runstore"}),  # never workers/: the receiver enqueues by task name
-    "workers": frozenset({"bot", "sandbox", "runstore"}),
-    "frognano": frozenset({"bot", "workers", "sandbox", "runstore"}),
+    # The solver (agent, setup, verdict, models, host git, policy) knows no GitHub, Celery
+    # or store: `solve` and the worker both drive it through the same run request.
+    "solver": frozenset({"sandbox"}),
+    # The GitHub side renders what the solver reports; never workers/: the receiver
+    # enqueues by task name.
+    "bot": frozenset({"runstore", "solver"}),
+    "workers": frozenset({"bot", "solver", "sandbox", "runstore"}),
+    "frognano": frozenset({"bot", "workers", "solver", "sandbox", "runstore"}),
 }
 PACKAGES = frozenset(MAY_IMPORT)
 
@@ -71,7 +76,9 @@ def test_the_import_graph_is_one_way() -> None:
     ("sandbox", "pydantic", "not the standard library"),
     ("sandbox", "bot.settings", "none of the others"),
     ("workers", "frognano.models", "workers/ may import"),
-    ("runstore", "workers.agent", "none of the others"),
+    ("runstore", "solver.agent", "none of the others"),
+    ("solver", "bot.messages", "solver/ may import sandbox"),
+    ("solver", "workers.publish", "solver/ may import sandbox"),
 ])
 def test_the_check_catches_a_wrong_edge(package: str, module: str, complaint: str) -> None:
     (message,) = violations([(package, f"{package}/x.py", 1, module)])

@@ -22,19 +22,19 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
 
-from frognano.models import ModelSpecError, build_model
-from tests.gguf_factory import make_tiny_qwen35, render_chat_template, special_token_ids
-from tests.test_tiny_gguf import SYSTEM_PROMPT, TOOLS
-from workers.models.base import (
+from solver.models import ModelSpecError, build_model
+from solver.models.base import (
     ContextOverflow,
     ModelLoadError,
     ModelQueryError,
     Sampling,
     TurnBudget,
 )
-from workers.models.chat_template import load_chat_template
-from workers.models.llama_cpp import LlamaCppModel, LlamaSettings
-from workers.models.llama_resident import load_resident, resident_models, unload_all
+from solver.models.chat_template import load_chat_template
+from solver.models.llama_cpp import LlamaCppModel, LlamaSettings
+from solver.models.llama_resident import load_resident, resident_models, unload_all
+from tests.gguf_factory import make_tiny_qwen35, render_chat_template, special_token_ids
+from tests.test_tiny_gguf import SYSTEM_PROMPT, TOOLS
 
 pytest_plugins = ("tests.conftest_gguf",)
 

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo
-from workers.local_solve import (
+from solver.local_solve import (
     LocalRepoError,
     bring_back,
     check_repository,
     slugify,
     unique_branch,
 )
-from workers.run_path import open_workspace
+from solver.run_path import open_workspace
+from tests.conftest import git, make_repo
 
 
 def test_rejects_what_is_not_a_clean_repository(tmp_path: Path) -> None:

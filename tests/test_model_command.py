@@ -183,10 +183,10 @@ def test_the_test_model_and_its_template_drive_the_loop_on_a_cpu(gemma_gguf: Pat
     template in its own turn format, which an agent conversation (system prompt, tools, a
     tool result) renders through and whose turns extend token by token."""
     from sandbox.schemas import TOOLS
-    from workers.agent.prompts import SYSTEM_PROMPT
-    from workers.models.base import Sampling, TurnBudget
-    from workers.models.llama_cpp import LlamaCppModel
-    from workers.models.llama_resident import LlamaSettings
+    from solver.agent.prompts import SYSTEM_PROMPT
+    from solver.models.base import Sampling, TurnBudget
+    from solver.models.llama_cpp import LlamaCppModel
+    from solver.models.llama_resident import LlamaSettings
 
     found = pull({}, "--test-model", verb="path")
     assert (found.returncode, found.stdout) == (0, f"{gemma_gguf}\n"), found.stderr

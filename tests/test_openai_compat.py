@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from sandbox.schemas import TOOLS
-from workers.models.base import ContextOverflow, ModelQueryError, Sampling, TurnBudget
-from workers.models.openai_compat import OpenAICompatClient, chat_completions_url
-from workers.models.qwen3coder import format_tool_call
+from solver.models.base import ContextOverflow, ModelQueryError, Sampling, TurnBudget
+from solver.models.openai_compat import OpenAICompatClient, chat_completions_url
+from solver.models.qwen3coder import format_tool_call
 
 MESSAGES = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Fix add()."}]
 SECRET = "sk-very-secret-key"

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from solver.agent.transcript import read_transcript
+from solver.models.base import TurnBudget, TurnCutOff
+from solver.models.openai_compat import OpenAICompatClient
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.transcript import read_transcript
-from workers.models.base import TurnBudget, TurnCutOff
-from workers.models.openai_compat import OpenAICompatClient
 
 MESSAGES = [{"role": "user", "content": "Fix add()."}]
 

@@ -17,9 +17,9 @@ import pytest
 from bot.settings import BotSettings
 from sandbox import SandboxConfig, open_sandbox
 from sandbox.index_endpoint import PackageSources
+from solver.setup.package_index import PackageIndex
 from tests.private_index import make_wheel, private_index
 from tests.sandbox_support import HAVE_BWRAP, make_git_workspace, reachable_dir
-from workers.package_index import PackageIndex
 
 TOKEN = "tok-8d2e61"
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from runstore.store import RunStore
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.reliability.stack import (
     MAINTAINER,
@@ -29,7 +30,6 @@ from tests.reliability.stack import (
     wait_for,
 )
 from tests.sandbox_support import HAVE_BWRAP
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.reliability.stack import (
     FIX_CALC,
@@ -24,7 +25,6 @@ from tests.reliability.stack import (
 )
 from tests.sandbox_support import HAVE_BWRAP
 from tests.test_pipeline_e2e import human_push, review_payload
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from solver.agent.transcript import read_transcript
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.transcript import read_transcript
 
 pytest_plugins = ("tests.conftest_gguf",)
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")

@@ -14,9 +14,10 @@ from bot.messages import (
     status_queued,
     status_running,
 )
+from solver.hostgit import GitError, HostRepo
+from solver.policy import forbidden_paths
 from tests.conftest import make_repo
-from workers.hostgit import GitError, HostRepo
-from workers.publish import forbidden_paths, refuse_unsafe
+from workers.publish import refuse_unsafe
 
 
 def test_changed_paths_cover_edits_additions_deletions_and_renames(tmp_path: Path) -> None:

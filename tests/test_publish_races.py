@@ -16,14 +16,15 @@ import pytest
 from bot.github_api import RepoRef
 from bot.github_client import GitHubAppClient
 from bot.triggers import Trigger
+from solver.hostgit import HostRepo
+from solver.policy import branch_for
+from solver.verdict.verdict_run import Judgement
 from tests.conftest import make_repo
 from tests.fake_github.server import FakeGitHub
 from tests.redis_server import start_redis
 from workers.accept import accept_trigger
-from workers.agent.verdict_run import Judgement
 from workers.coordination import IssueCoordinator
-from workers.hostgit import HostRepo
-from workers.publish import Pushed, branch_for, push_on_top
+from workers.publish import Pushed, push_on_top
 from workers.repo_cache import RepoCache
 from workers.review_publish import publish_pull
 from workers.runtime import Runtime

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workers.agent.python_setup import fix_line, infer_python_setup
+from solver.setup.python_setup import fix_line, infer_python_setup
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

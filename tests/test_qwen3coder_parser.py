@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sandbox.schemas import TOOLS
-from workers.models.qwen3coder import (
+from solver.models.qwen3coder import (
     format_assistant_text,
     format_tool_call,
     parse_assistant_text,

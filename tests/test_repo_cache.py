@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from solver.hostgit import HostRepo
 from tests.conftest import git, make_repo
-from workers.hostgit import HostRepo
 from workers.repo_cache import RepoCache
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.repo_config import RepoConfig, RepoConfigError, parse_repo_config
+from solver.repo_config import RepoConfig, RepoConfigError, parse_repo_config
 
 
 @pytest.mark.parametrize("text", [None, "", "   \n", "# only a comment\n"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.agent.repo_tests import (
+from solver.verdict.repo_tests import (
     PYTEST_COMMAND,
     TestChange,
     compare_results,
@@ -127,8 +127,8 @@ def test_reporter_writes_per_test_junit(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from workers.agent.test_report import parse_junit
-    from workers.agent.verdict_run import GUARD_DIR
+    from solver.verdict.junit_report import parse_junit
+    from solver.verdict.verdict_run import GUARD_DIR
 
     _files(tmp_path, {"tests/__init__.py": "", "tests/test_a.py": (
         "import unittest\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n"

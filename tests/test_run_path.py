@@ -1,4 +1,4 @@
-"""The shared run path (workers/run_path.py): the decision as data, the plan from config
+"""The shared run path (solver/run_path.py): the decision as data, the plan from config
 and flags, and the runner's own word on whether a tool call failed."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import parse_repo_config
 from sandbox import SandboxConfig, open_sandbox
+from solver.agent.result import SolveLimits, SolveResult
+from solver.hostgit import Snapshot
+from solver.models.base import Usage
+from solver.repo_config import parse_repo_config
+from solver.run_path import NO_CHANGE, NoTestCommand, Overrides, decide, prepare
 from tests.sandbox_support import BACKENDS, reachable_dir
-from workers.agent.result import SolveLimits, SolveResult
-from workers.hostgit import Snapshot
-from workers.models.base import Usage
-from workers.run_path import NO_CHANGE, NoTestCommand, Overrides, decide, prepare
 
 
 def result(*, passed: bool = True, paths: list[str] | None = None, too_large: bool = False,

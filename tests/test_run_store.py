@@ -25,10 +25,7 @@ from runstore.store import (
     open_run_store,
     upgrade_database,
 )
-from tests.conftest import make_repo
-from tests.postgres_server import PostgresServer
-from tests.run_events import finished, ran_tests, started, turn
-from workers.agent.events import (
+from solver.agent.run_events import (
     BaselineDone,
     Event,
     Observation,
@@ -38,10 +35,13 @@ from workers.agent.events import (
     TestsJudged,
     TurnDone,
 )
-from workers.agent.transcript import Transcript
-from workers.agent.verdict import Verdict
-from workers.models.base import Usage
-from workers.models.scripted import final_answer, think_and_call
+from solver.agent.transcript import Transcript
+from solver.models.base import Usage
+from solver.models.scripted import final_answer, think_and_call
+from solver.verdict.verdict import Verdict
+from tests.conftest import make_repo
+from tests.postgres_server import PostgresServer
+from tests.run_events import finished, ran_tests, started, turn
 from workers.run_recording import RunRecorder, status_for_outcome, tool_stats
 
 

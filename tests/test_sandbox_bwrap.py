@@ -116,7 +116,7 @@ def test_writes_outside_workspace_fail(sb) -> None:
     for target in targets:
         out = bash(sb, f"echo evil > {target}")
         assert not out.startswith("Exit code: 0"), (target, out)
-    # .git is the sandbox's own, writable copy: the host never reads it (workers/hostgit.py).
+    # .git is the sandbox's own, writable copy: the host never reads it (solver/hostgit.py).
     assert bash(sb, f"echo x > .git/{marker}").startswith("Exit code: 0")
     workspace = sb.config.workspace
     for host_path in (f"/usr/{marker}", f"/etc/{marker}", f"/opt/{marker}", f"/root/{marker}"):

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sandbox.schemas import TOOLS
-from workers.models.base import ModelQueryError, TurnBudget
-from workers.models.scripted import (
+from solver.models.base import ModelQueryError, TurnBudget
+from solver.models.scripted import (
     DEFAULT_FINAL_ANSWER,
     ScriptedModel,
     final_answer,

@@ -17,9 +17,9 @@ from frognano.cli import _parser, _solve_options
 from frognano.settings_doc import main as settings_doc
 from frognano.settings_doc import replace_table, settings_table
 from runstore.store import RunStore
+from solver import hostgit
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import make_repo
-from workers import hostgit
-from workers.models.scripted import final_answer, think_and_call
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 # What a developer's shell may hold that would change the defaults under test.

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from workers.agent.harness import baseline_problem
-from workers.agent.prompts import baseline_unusable_message
-from workers.agent.repo_tests import TestVerdict
-from workers.agent.setup_hints import setup_failure_hint
+from solver.agent.harness import baseline_problem
+from solver.agent.prompts import baseline_unusable_message
+from solver.setup.setup_hints import setup_failure_hint
+from solver.verdict.repo_tests import TestVerdict
 
 INFERRED = ('python3 -m venv "${HOME%/home}/venv" && "${HOME%/home}/venv"/bin/python -m pip '
             "install -e '.[testing]'")

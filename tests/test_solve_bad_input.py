@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from solver.agent.transcript import read_transcript
+from solver.models.scripted import final_answer
 from tests.conftest import make_repo
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.transcript import read_transcript
-from workers.models.scripted import final_answer
 
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 

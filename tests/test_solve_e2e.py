@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from solver.agent.transcript import read_transcript
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.transcript import read_transcript
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 

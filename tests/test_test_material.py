@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from workers.agent.doctest_edits import compare
-from workers.agent.repo_tests import TestVerdict
-from workers.agent.test_files import plan_verdict_tree
-from workers.agent.test_material import material_from
+from solver.verdict.doctest_edits import compare
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.suite_material import material_from
+from solver.verdict.suite_paths import plan_verdict_tree
 
 PYCODESTYLE = ["pycodestyle.py", "setup.py", "setup.cfg", "README.rst",
                "testsuite/__init__.py", "testsuite/E26.py", "testsuite/support.py",

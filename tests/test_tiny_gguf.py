@@ -287,7 +287,7 @@ def load(llama_cpp: Any) -> Iterator[Callable[..., Any]]:
     so cache tests never see another test's state."""
     opened: list[Any] = []
 
-    from workers.models.llama_resident import LlamaSettings, _counting_llama_class, uses_cpu_repack
+    from solver.models.llama_resident import LlamaSettings, _counting_llama_class, uses_cpu_repack
 
     # llama-cpp-python's Llama, with the one setting its constructor lacks: weight
     # repacking as the project's defaults have it (the AMX path crashes, BENCHMARKS.md).

@@ -24,11 +24,11 @@ import pytest
 import redis
 
 from bot.events import sign
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import make_repo
 from tests.fake_github.server import FakeGitHub
 from tests.redis_server import REDIS_BINARY
 from tests.sandbox_support import HAVE_BWRAP
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = pytest.mark.skipif(not Path(REDIS_BINARY).exists(),
                                 reason="redis-server is not installed")

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from workers.agent.python_setup import declared_extras, infer_python_setup
-from workers.agent.repo_tests import PYTEST_COMMAND, TestVerdict
-from workers.agent.test_files import TreePlan, plan_verdict_tree, shadows_runner
-from workers.agent.test_report import (
+from solver.setup.python_setup import declared_extras, infer_python_setup
+from solver.verdict.junit_report import (
     parse_go_json,
     parse_junit,
     read_report,
     report_request,
 )
-from workers.agent.verdict import decide
+from solver.verdict.repo_tests import PYTEST_COMMAND, TestVerdict
+from solver.verdict.suite_paths import TreePlan, plan_verdict_tree, shadows_runner
+from solver.verdict.verdict import decide
 
 SAMPLE = '''
 import pytest
@@ -200,8 +200,8 @@ def test_inferred_python_setup(tmp_path: Path) -> None:
 
 
 def test_host_repo_reads_regular_files_of_a_tree_only(tmp_path: Path) -> None:
+    from solver.hostgit import HostRepo
     from tests.conftest import git
-    from workers.hostgit import HostRepo
 
     source = tmp_path / "src"
     source.mkdir()
@@ -219,7 +219,7 @@ def test_host_repo_reads_regular_files_of_a_tree_only(tmp_path: Path) -> None:
 
 
 def test_report_pipe_counts_every_write_and_cannot_be_rewritten(tmp_path: Path) -> None:
-    from workers.agent.test_report import ReportPipe, documents
+    from solver.verdict.junit_report import ReportPipe, documents
 
     pipe = ReportPipe(tmp_path / "r.xml")
     xml = ('<?xml version="1.0"?><testsuites><testsuite><testcase name="t"/>'

@@ -1,7 +1,7 @@
 """Bare mirrors per repository, and the remote talk: fetching into them, pushing from runs.
 
 Only remote operations live here; everything on a workspace goes through
-`workers/hostgit.py`, whose hardened runner these commands share. The installation
+`solver/hostgit.py`, whose hardened runner these commands share. The installation
 token only ever reaches git through an askpass helper's environment on the host:
 never in a URL, an argument, a file or any `.git/config`, and never inside the sandbox.
 """
@@ -14,7 +14,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from workers.hostgit import run_git
+from solver.hostgit import run_git
 
 TOKEN_ENV = "FROGNANO_GIT_TOKEN"
 ASKPASS = f"""#!/bin/sh

@@ -46,23 +46,23 @@ from bot.messages import (
 )
 from bot.triggers import Trigger
 from sandbox import SandboxConfig, open_sandbox
-from workers.agent.events import Event, EventOutput
-from workers.agent.repo_tests import TestVerdict
-from workers.agent.result import SolveResult
-from workers.agent.verdict_run import Judgement, VerdictRunner
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Event, EventOutput
+from solver.hostgit import HostRepo, Snapshot
+from solver.policy import branch_for
+from solver.run_path import not_installed_note
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.verdict_run import Judgement, VerdictRunner
 from workers.coordination import IssueCoordinator
-from workers.hostgit import HostRepo, Snapshot
 from workers.publish import (
     BranchMoved,
     JudgeReplay,
     ReplayFailed,
     Stopped,
-    branch_for,
     label_careful,
     push_and_open_pull,
     push_on_top,
 )
-from workers.run_path import not_installed_note
 from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
 from workers.status import StatusComment
@@ -192,7 +192,7 @@ def _pushed(coordinator: IssueCoordinator, generation: int, status: StatusCommen
 def judge_replay(backend: str, host: HostRepo, test_command: str, timeout: float,
                  events: EventOutput) -> JudgeReplay:
     """The run's verdict for a tree made after its sandbox closed: fresh sandboxes built
-    as the run's (`workers/run_path.execute`'s config) with the private area as setup left
+    as the run's (`solver/run_path.execute`'s config) with the private area as setup left
     it (the harness's copy under `<run>/harness`), a baseline of the new head, then
     `VerdictRunner.judge_snapshot`: the same restore of test files, the same rules. Each
     re-run goes to `events` as a `ReplayJudged`, and to the log."""

@@ -1,6 +1,6 @@
 """One run for one issue: workspace → sandbox → agent and tests → draft PR or failure note.
 
-The run itself is workers/run_path.py's, shared with `frognano solve`; this module adds
+The run itself is solver/run_path.py's, shared with `frognano solve`; this module adds
 what only the bot does: the lock, the mirror, the config from the default branch, the
 status comment, and applying the decision on GitHub.
 
@@ -22,6 +22,7 @@ from bot.messages import (
     ReadFirst,
     RunReport,
     commit_message,
+    decision_reason,
     failure_comment,
     invalid_config,
     permission_missing_summary,
@@ -33,24 +34,24 @@ from bot.messages import (
     status_failed,
     status_running,
 )
-from bot.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
 from bot.triggers import Trigger
 from sandbox.trees import remove_tree
-from workers.agent.events import Outputs, Triggered
-from workers.agent.result import SolveResult
-from workers.agent.transcript import Transcript
-from workers.attempts import Attempts, run_attempts
-from workers.coordination import IssueCoordinator
-from workers.hostgit import HostRepo
-from workers.publish import bot_identity, branch_for
-from workers.review_publish import publish_pull, publish_review
-from workers.run_path import (
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Outputs, Triggered
+from solver.agent.transcript import Transcript
+from solver.attempts import Attempts, run_attempts
+from solver.hostgit import HostRepo
+from solver.policy import bot_identity, branch_for
+from solver.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
+from solver.run_path import (
     NoTestCommand,
     OwnCommits,
     not_installed_note,
     open_workspace,
     prepare,
 )
+from workers.coordination import IssueCoordinator
+from workers.review_publish import publish_pull, publish_review
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
 from workers.status import StatusComment, StatusProgress
@@ -173,7 +174,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
 
     triggered = Triggered(trigger=trigger.to_kwargs(), generation=generation)
     recorder.emit(triggered)
-    # Best of N (workers/attempts.py); a review's run is one attempt, on the PR's head.
+    # Best of N (solver/attempts.py); a review's run is one attempt, on the PR's head.
     attempts = run_attempts(
         plan=plan, config=config, first_host=host,
         open_host=lambda k: open_workspace(mirror, start, run_dir / f"attempt-{k + 1}",
@@ -200,10 +201,10 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         if reviewing and trigger.pull_number is not None:
             rt.github.comment(repo, trigger.pull_number, failure_comment(report)
                               if not result.tests_passed else review_not_pushed(
-                                  decision.reason))
+                                  decision_reason(decision)))
         elif not result.tests_passed:
             rt.github.comment(repo, trigger.issue_number, failure_comment(report))
-        status.set(status_failed(decision.reason, generation))
+        status.set(status_failed(decision_reason(decision), generation))
         return decision.outcome
     message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
     if reviewing:  # one attempt: its transcript is the first's, appended to by a replay

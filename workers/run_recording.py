@@ -1,6 +1,6 @@
 """Glue between a running solve and its run record: the run's events feed the store.
 
-The recorder is one of the run's outputs (workers/agent/events.py), next to the
+The recorder is one of the run's outputs (solver/agent/run_events.py), next to the
 transcript file: every recorded event is also stored as a run event (the dashboard shows
 runs live, even from another host), and the typed events update the run's columns
 (model, progress, tool statistics, result). The caller adds what only it knows (PR URL,
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from runstore.store import RunStore
-from workers.agent.events import (
+from solver.agent.run_events import (
     BaselineDone,
     Event,
     RunAborted,
@@ -25,7 +25,7 @@ from workers.agent.events import (
     TestsJudged,
     TurnDone,
 )
-from workers.agent.transcript import bounded_record
+from solver.agent.transcript import bounded_record
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class RunRecorder:
         result, usage = event.result, event.result.usage
         store.update_run(
             run_id, exit_reason=result.exit_reason,
-            # As recorded: bounded like every record (workers/agent/transcript.py).
+            # As recorded: bounded like every record (solver/agent/transcript.py).
             tests_before=record.get("baseline"), tests_after=record.get("final"),
             sandbox_seconds=self._sandbox_seconds, error=result.error or None,
             seconds=round(result.seconds, 3), steps=result.steps, attempts=result.attempts,

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.github_api import GitHubApi
-from workers.hostgit import DEFAULT_MAX_DIFF_BYTES
-from workers.models.base import ModelClient
-from workers.package_index import NO_INDEX, PackageIndex
+from solver.hostgit import DEFAULT_MAX_DIFF_BYTES
+from solver.models.base import ModelClient
+from solver.setup.package_index import NO_INDEX, PackageIndex
 from workers.repo_cache import RepoCache
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class Runtime:
     github: GitHubApi
     redis: Any  # redis.Redis
     # A client sampling with this seed (None: the backend's own draw). Cheap to call: an
-    # in-process GGUF is loaded once per process (workers/models/llama_resident.py).
+    # in-process GGUF is loaded once per process (solver/models/llama_resident.py).
     model_factory: Callable[[int | None], ModelClient]
     repo_cache: RepoCache
     work_dir: Path  # reachable by the sandbox uid
@@ -41,7 +41,7 @@ class Runtime:
     status_interval: float = 10.0  # seconds between edits of the status comment
     run_store: RunStore | None = None  # run records for the dashboard and metrics
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
-    # Best-of-N (workers/attempts.py): how many attempts the model serves at once
+    # Best-of-N (solver/attempts.py): how many attempts the model serves at once
     # (FROGNANO_MODEL_SLOTS), the most a run may make (FROGNANO_MAX_PARALLEL_ATTEMPTS),
     # and the first attempt's seed (FROGNANO_SEED; None: drawn per run).
     model_slots: int = 1

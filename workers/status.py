@@ -12,8 +12,8 @@ from bot.messages import (
     status_running,
     status_running_attempts,
 )
-from workers.agent.events import Event, TurnStarted
-from workers.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
+from solver.agent.run_events import Event, TurnStarted
+from solver.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
 
 
 class StatusComment:
@@ -50,7 +50,7 @@ class StatusComment:
 
 class StatusProgress:
     """The status comment as an output of a run's events: the step count, throttled. With
-    several attempts (workers/attempts.py) each started one shows its own step, or how it
+    several attempts (solver/attempts.py) each started one shows its own step, or how it
     ended. The attempts hand their events over one at a time (run_attempts' lock)."""
 
     def __init__(self, status: StatusComment, max_steps: int, attempt: int) -> None:

@@ -99,10 +99,10 @@ def _sections(records: list[ScenarioRecord]
 # a static table, so a channel with no row here is one nobody bounded. The scenarios'
 # titles and results come from the records.
 CHANNELS: list[tuple[str, str, tuple[str, ...]]] = [
-    ("The junit/go report FIFO (`ReportPipe`, workers/agent/test_report.py)",
+    ("The junit/go report FIFO (`ReportPipe`, solver/verdict/junit_report.py)",
      "64 MiB a write; 64 writes or 128 MiB per test run kept, later writes only counted; "
      "past it the verdict refuses, naming the bound", ("6ab-hostile-channel-report-loop",)),
-    ("The pytest guard's FIFO (workers/agent/verdict_run.py)",
+    ("The pytest guard's FIFO (solver/verdict/verdict_run.py)",
      "4 MiB a write, 8 MiB per test run; past it the verdict refuses",
      ("6ac-hostile-channel-guard-flood",)),
     ("The junit XML parse (`parse_junit`)",
@@ -133,7 +133,7 @@ CHANNELS: list[tuple[str, str, tuple[str, ...]]] = [
     ("Removing a run's trees (`remove_tree`)",
      "one open directory a level, subdirectories 4,096 names at a time, never a listing "
      "of a whole directory", ("6n-sandbox-deep-tree", "6ae-hostile-channel-tree-walk")),
-    ("The transcript (workers/agent/transcript.py)",
+    ("The transcript (solver/agent/transcript.py)",
      "1,000,000 characters a string, 4,000,000 a record, 64,000,000 a transcript (then "
      "a record keeps kind, time and a note; the header and the result stay whole)",
      ("6ai-hostile-channel-transcript",)),

@@ -1,4 +1,4 @@
-"""Hostile issue, red team: best of N (workers/attempts.py) attacked by one of its attempts.
+"""Hostile issue, red team: best of N (solver/attempts.py) attacked by one of its attempts.
 
 Two attempts run at once on the calc issue in real bubblewrap sandboxes, with real git
 and the real harness (`run_attempts`, as the worker calls it). One of them is hostile: it
@@ -31,16 +31,16 @@ from typing import Any
 
 import pytest
 
-from bot.repo_config import parse_repo_config
+from solver.agent.run_events import Outputs, Triggered
+from solver.attempts import Attempts, run_attempts
+from solver.models.base import ModelClient
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call
+from solver.repo_config import parse_repo_config
+from solver.run_path import open_workspace, prepare
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.events import Outputs, Triggered
-from workers.attempts import Attempts, run_attempts
-from workers.models.base import ModelClient
-from workers.models.scripted import ScriptedModel, final_answer, think_and_call
-from workers.run_path import open_workspace, prepare
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

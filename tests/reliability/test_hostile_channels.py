@@ -22,15 +22,15 @@ import pytest
 
 from sandbox import SandboxConfig, SandboxLimits, disk_quota, open_sandbox, trees
 from sandbox.base import SandboxError
+from solver.agent.harness import SolveLimits, SolveResult, solve
+from solver.agent.transcript import Transcript
+from solver.hostgit import HostRepo
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call
+from solver.verdict import verdict_run
+from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir, running_sandbox
-from workers.agent import verdict_run
-from workers.agent.harness import SolveLimits, SolveResult, solve
-from workers.agent.repo_tests import PYTEST_COMMAND
-from workers.agent.transcript import Transcript
-from workers.hostgit import HostRepo
-from workers.models.scripted import ScriptedModel, final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -38,7 +38,7 @@ MiB = 1024**2
 FIXED_CALC = ('"""A tiny calculator."""\n\n\ndef add(a, b):\n    return a + b\n\n\n'
               'def mul(a, b):\n    return a * b\n')
 # What the hostile code reads to find the harness's channels: its own environment,
-# spelled so that the change's text scan (workers/agent/tamper_scan.py) does not see it:
+# spelled so that the change's text scan (solver/verdict/tamper_scan.py) does not see it:
 # the channel's bound is what each test exercises.
 FIND_CHANNELS = '''
 import os as _os, re as _re

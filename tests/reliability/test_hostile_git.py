@@ -24,13 +24,13 @@ import pytest
 
 from sandbox import SandboxConfig, open_sandbox
 from sandbox.base import Sandbox
+from solver.hostgit import HostRepo, Snapshot, scan_nested_repos
+from solver.local_solve import bring_back
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git, make_repo
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
 from tests.sandbox_support import HAVE_BWRAP, make_host_repo, reachable_dir
-from workers.hostgit import HostRepo, Snapshot, scan_nested_repos
-from workers.local_solve import bring_back
-from workers.models.scripted import final_answer, think_and_call
 from workers.repo_cache import RepoCache
 
 pytestmark = [pytest.mark.reliability,
@@ -291,7 +291,7 @@ PROTECTED = [  # (pattern, path, protected?) with .gitignore semantics
 
 
 def test_protected_paths_follow_gitignore_semantics(scorecard: Recorder) -> None:
-    from workers.publish import forbidden_paths
+    from solver.policy import forbidden_paths
 
     record = scorecard(
         "10e-hostile-protected-paths", "Hostile issue: protected_paths patterns",
@@ -305,7 +305,7 @@ def test_protected_paths_follow_gitignore_semantics(scorecard: Recorder) -> None
 
 
 def test_transcript_records_are_bounded(tmp_path: Path, scorecard: Recorder) -> None:
-    from workers.agent.transcript import MAX_RECORD_CHARS, Transcript, read_transcript
+    from solver.agent.transcript import MAX_RECORD_CHARS, Transcript, read_transcript
 
     record = scorecard(
         "10f-hostile-transcript-bound", "Hostile issue: 150 MB of model output",
@@ -396,7 +396,7 @@ NON_ROOT_WORKER = r"""
 import json, sys
 from pathlib import Path
 from sandbox import SandboxConfig, open_sandbox
-from workers.hostgit import HostRepo
+from solver.hostgit import HostRepo
 from workers.repo_cache import RepoCache
 spec = json.loads(sys.stdin.read())
 root = Path(spec["root"])

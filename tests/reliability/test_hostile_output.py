@@ -20,13 +20,13 @@ from dotenv import dotenv_values
 
 from bot.app_manifest import app_manifest
 from bot.markdown import ZWSP
+from solver.models.scripted import final_answer, think_and_call
 from tests.fake_github import FakeGitHub
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
 from tests.sandbox_support import HAVE_BWRAP
 from tests.test_app_setup import TOKEN, Receiver, manifest_form, redeem, unconfigured
 from tests.test_markdown_safety import EVIL, SUMMARY, live, tokens
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability]
 

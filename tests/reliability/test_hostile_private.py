@@ -31,14 +31,14 @@ import pytest
 from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.disk_quota import tree_bytes
 from sandbox.trees import remove_tree
+from solver.agent.harness import SolveLimits, SolveResult, solve
+from solver.agent.transcript import Transcript
+from solver.hostgit import HostRepo
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call
+from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.harness import SolveLimits, SolveResult, solve
-from workers.agent.repo_tests import PYTEST_COMMAND
-from workers.agent.transcript import Transcript
-from workers.hostgit import HostRepo
-from workers.models.scripted import ScriptedModel, final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

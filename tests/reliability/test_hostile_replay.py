@@ -86,8 +86,9 @@ def test_a_rewrite_that_changes_the_models_lines_is_a_conflict(tmp_path: Path) -
     """The replay's own merge (base: the commit the run started on), in the host's git
     directory: a rewritten head that edits the line the change edits is BranchMoved,
     never a merge the verdict is asked about."""
-    from workers.hostgit import HostRepo
-    from workers.publish import BranchMoved, _replay, bot_identity
+    from solver.hostgit import HostRepo
+    from solver.policy import bot_identity
+    from workers.publish import BranchMoved, _replay
 
     source = make_repo(tmp_path / "src", template="calc_repo")
     git(source, "checkout", "-q", "-b", BRANCH)

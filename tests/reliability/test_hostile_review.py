@@ -19,17 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.repo_config import parse_repo_config
-from tests.conftest import git, make_repo
-from tests.reliability.conftest import Recorder
-from tests.reliability.stack import FIX_CALC
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from tests.test_pipeline_e2e import human_push
-from workers.agent.events import Outputs
-from workers.agent.result import SolveResult
-from workers.models.scripted import ScriptedModel, final_answer, think_and_call
-from workers.publish import bot_identity, branch_for
-from workers.run_path import (
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Outputs
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call
+from solver.policy import bot_identity, branch_for
+from solver.repo_config import parse_repo_config
+from solver.run_path import (
     Decision,
     decide,
     distrust_own_tests,
@@ -37,6 +32,11 @@ from workers.run_path import (
     open_workspace,
     prepare,
 )
+from tests.conftest import git, make_repo
+from tests.reliability.conftest import Recorder
+from tests.reliability.stack import FIX_CALC
+from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.test_pipeline_e2e import human_push
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

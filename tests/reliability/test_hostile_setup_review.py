@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from solver.agent.transcript import read_transcript
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from tests.conftest import git, make_repo
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import (
@@ -44,8 +46,6 @@ from tests.reliability.stack import (
 from tests.reliability.test_real_projects import _local_index
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
 from tests.test_pipeline_e2e import finished_run
-from workers.agent.transcript import read_transcript
-from workers.models.scripted import ScriptedModel, final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -206,12 +206,12 @@ def test_links_a_setup_leaves_are_replaced_never_followed(
     to switch to the run's start: it links `pkg` (where the bot's commit put a file) and
     `.git` (where the model's git directory goes) to a directory on the host. The host's
     checkout must replace the links, never write through them."""
-    from bot.repo_config import parse_repo_config
     from sandbox.trees import remove_tree
-    from workers.agent.events import Outputs
-    from workers.agent.transcript import Transcript
-    from workers.publish import bot_identity, branch_for
-    from workers.run_path import OwnCommits, execute, open_workspace, prepare
+    from solver.agent.run_events import Outputs
+    from solver.agent.transcript import Transcript
+    from solver.policy import bot_identity, branch_for
+    from solver.repo_config import parse_repo_config
+    from solver.run_path import OwnCommits, execute, open_workspace, prepare
 
     record = scorecard("6ze-hostile-setup-links",
                        "Hostile issue: the setup phase links `pkg` and `.git` to a host "

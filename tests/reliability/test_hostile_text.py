@@ -33,12 +33,12 @@ from pathlib import Path
 import pytest
 
 from bot.messages import STATUS_MARKER
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
 from tests.test_markdown_safety import live
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

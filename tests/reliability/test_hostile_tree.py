@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxConfig, open_sandbox
+from solver.hostgit import Snapshot, looks_like_dotgit
+from solver.models.scripted import final_answer, think_and_call
+from solver.policy import forbidden_paths
 from tests.conftest import git
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
 from tests.sandbox_support import HAVE_BWRAP, make_host_repo, reachable_dir
-from workers.hostgit import Snapshot, looks_like_dotgit
-from workers.models.scripted import final_answer, think_and_call
-from workers.publish import forbidden_paths
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

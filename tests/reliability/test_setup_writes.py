@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from bot.dashboard import _environment
+from solver.agent.transcript import read_transcript
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_real_projects import ISSUE, PROJECTS, _local_index, _repo
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.transcript import read_transcript
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

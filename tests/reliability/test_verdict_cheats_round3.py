@@ -18,6 +18,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from solver.agent.harness import SolveResult
+from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git, unpack
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_verdict_cheats import (
@@ -33,8 +35,6 @@ from tests.reliability.test_verdict_cheats import (
     run,
 )
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.harness import SolveResult
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -8,7 +8,7 @@ codes is loaded, or only when a test file is on the call stack; it returns a dic
 guard's, then exits 0. Each goes through the real harness, bubblewrap, git and pytest.
 Each must be named in the verdict's "Read this first" flags by file and line; the ones
 that need pytest to be there are refused by the failing tests' second run outside
-pytest (workers/agent/outside_pytest.py), the others stay accepted and flagged.
+pytest (solver/verdict/outside_pytest.py), the others stay accepted and flagged.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from pathlib import Path
 
 import pytest
 
+from solver.agent.harness import SolveResult
+from solver.models.scripted import final_answer, think_and_call
+from solver.verdict.change_flags import ChangeFlag, scan_change
+from solver.verdict.outside_pytest import DISAGREES
 from tests.conftest import git, unpack
 from tests.reliability import test_real_projects as real
 from tests.reliability import test_verdict_cheats as cheats
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import MAINTAINER, OWNER, StackOptions, running_stack, wait_for
 from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from workers.agent.change_flags import ChangeFlag, scan_change
-from workers.agent.harness import SolveResult
-from workers.agent.outside_pytest import DISAGREES
-from workers.models.scripted import final_answer, think_and_call
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

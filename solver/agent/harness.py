@@ -1,0 +1,312 @@
+"""Our outer loop around Leaf's: the harness, not the model, decides when the work is done.
+
+setup → baseline → agent → verdict → (the refusal back to the model → agent → verdict)…
+until the verdict accepts or a budget (steps, wall time, context, attempts) runs out.
+The baseline and every verdict run in a fresh sandbox on a tree the host chose
+(verdict_run.py); the verdict counts only the repository's original tests (verdict.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox.base import Sandbox, SandboxError
+from sandbox.disk_quota import tree_bytes
+from sandbox.egress import describe_refusals
+from solver.agent.loop import LoopLimits, LoopState, run_agent
+from solver.agent.prompts import (
+    SYSTEM_PROMPT,
+    baseline_unusable_message,
+    task_message,
+    verdict_feedback_message,
+)
+from solver.agent.result import SolveLimits, SolveResult
+from solver.agent.run_events import (
+    BaselineDone,
+    EventOutput,
+    Feedback,
+    RunFinished,
+    RunStarted,
+    SetupDone,
+    SetupStarted,
+    TestsJudged,
+    TestsStarted,
+)
+from solver.hostgit import GitError, HostRepo, Snapshot
+from solver.models.base import ModelClient
+from solver.setup.project_files import Reader, bytes_reader
+from solver.setup.setup_hints import (
+    missing_module_hint,
+    pytest_version_problem,
+    setup_failure_hint,
+    usage_hint,
+)
+from solver.verdict.repo_tests import TestVerdict, compare_results
+from solver.verdict.verdict import Verdict
+from solver.verdict.verdict_run import Judgement, SandboxFactory, VerdictRunner
+
+__all__ = ["Harness", "RunPlan", "SolveLimits", "SolveResult", "baseline_problem", "solve"]
+
+# Inner exits after which another attempt makes sense if the tests still fail.
+_RETRYABLE_EXITS = ("agent", "max_tokens_per_turn")
+# What a broken sandbox or host git raises while the harness runs the tests.
+_TEST_RUN_FAILURES = (SandboxError, GitError, OSError)
+_DEFAULT_LIMITS = SolveLimits()
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run is asked to do (solver/run_path.py prepares it)."""
+
+    issue: str
+    test_command: str
+    limits: SolveLimits = field(default_factory=SolveLimits)
+    setup_command: str | None = None
+    setup_note: str = ""  # how the setup command was chosen, when it was inferred
+    guidance: str = ""  # a maintainer's words from `/frognano retry`
+
+
+_FIRST_ERROR = re.compile(r"^E\s+(\S*(?:Error|Exception)\b.*)$|^(\S*Error: .*)$", re.MULTILINE)
+
+
+def baseline_problem(baseline: TestVerdict, setup_command: str | None = None,
+                     read: Reader | None = None) -> str | None:
+    """Why the baseline cannot serve as one (the agent would fix nothing), or None; with
+    the `.github/frognano.yml` line that would fix it where the cause says which
+    (setup_hints.py). `read` gives the base tree's files (its pytest configuration)."""
+    if baseline.timed_out:
+        return "the baseline test run timed out"
+    if baseline.exit_code in (126, 127):
+        what = "was not found" if baseline.exit_code == 127 else "cannot be executed"
+        return (f"the test command `{baseline.command}` {what} (exit {baseline.exit_code})"
+                + missing_module_hint(baseline.output, setup_command))
+    too_old = pytest_version_problem(baseline.output, read, setup_command)
+    if too_old:
+        return too_old
+    pytest_like = baseline.report == "junit" or "pytest" in baseline.command
+    collect_errors = [t for t, s in baseline.tests.items() if s == "error" and "::" not in t]
+    if pytest_like and (baseline.exit_code in (2, 3, 4, 5) or collect_errors):
+        found = _FIRST_ERROR.search(baseline.output)
+        detail = next((g for g in found.groups() if g), "") if found else ""
+        usage, hint = usage_hint(baseline.output, setup_command) \
+            if baseline.exit_code == 4 else ("", "")
+        detail = detail or usage
+        hint = hint or missing_module_hint(baseline.output, setup_command)
+        where = f" in {', '.join(collect_errors[:3])}" if collect_errors else ""
+        kind = "no tests were collected" if baseline.exit_code == 5 else \
+            "the tests could not be collected"
+        return (f"{kind}{where} (pytest exit {baseline.exit_code}"
+                + (f": {detail.strip()[:200]}" if detail else "") + ")" + hint)
+    return None
+
+
+def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
+          events: EventOutput, *, repo: HostRepo, limits: SolveLimits = _DEFAULT_LIMITS,
+          setup_command: str | None = None, setup_note: str = "", guidance: str = "",
+          should_stop: Callable[[], bool] = lambda: False,
+          open_verdict_sandbox: SandboxFactory | None = None,
+          scratch_dir: Path | None = None) -> SolveResult:
+    """`Harness(...).run(RunPlan(...))` with the plan spelled out as arguments."""
+    plan = RunPlan(issue, test_command, limits, setup_command, setup_note, guidance)
+    return Harness(model, sandbox, repo, events, should_stop=should_stop,
+                   open_verdict_sandbox=open_verdict_sandbox, scratch_dir=scratch_dir).run(plan)
+
+
+class Harness:
+    """One run: setup, baseline, then agent attempts each judged by a verdict run.
+
+    `scratch_dir` holds the harness's own test trees (default: next to the sandbox's
+    private dir); it must be reachable by the sandbox uid, like the workspace.
+    """
+
+    def __init__(self, model: ModelClient, sandbox: Sandbox, repo: HostRepo,
+                 events: EventOutput, *, should_stop: Callable[[], bool] = lambda: False,
+                 open_verdict_sandbox: SandboxFactory | None = None,
+                 scratch_dir: Path | None = None) -> None:
+        self.model, self.sandbox, self.repo, self.events = model, sandbox, repo, events
+        self.should_stop = should_stop
+        private_dir: Path = sandbox.config.private_dir  # type: ignore[attr-defined]
+        self.scratch = scratch_dir or private_dir.parent / "harness"
+        self.open_verdict_sandbox = open_verdict_sandbox
+
+    def run(self, plan: RunPlan) -> SolveResult:
+        self.plan, limits = plan, plan.limits
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.max_seconds
+        task = task_message(plan.issue, plan.test_command, plan.guidance)
+        self.state = LoopState(messages=[{"role": "system", "content": SYSTEM_PROMPT},
+                                         {"role": "user", "content": task}])
+        self.runner = VerdictRunner(self.sandbox, self.repo, plan.test_command, self.scratch,
+                                    open_sandbox=self.open_verdict_sandbox)
+        self.judged: Judgement | None = None  # the verdict on the tree as it is now, if any
+        self.agent_ran = False  # only an agent phase can have changed the venv's hooks
+        self.events.emit(RunStarted(
+            model=self.model.name, test_command=plan.test_command,
+            setup_command=plan.setup_command, setup_note=plan.setup_note,
+            limits=limits.__dict__,
+            sampling=getattr(getattr(self.model, "sampling", None), "__dict__", None),
+            seed=getattr(self.model, "seed", None), task=task))
+
+        setup_failure = self._setup()
+        if setup_failure:
+            return self._finish("setup_failed", None, 0, error=setup_failure)
+        self.events.emit(TestsStarted(phase="baseline", command=plan.test_command))
+        try:
+            self.runner.capture_setup()
+            baseline = self.runner.baseline(limits.test_timeout)
+        except _TEST_RUN_FAILURES as exc:
+            return self._finish("tool_error", None, 0,
+                                error=f"the sandbox failed running the baseline tests: {exc}")
+        self.events.emit(BaselineDone(tests=baseline))
+        problem = baseline_problem(baseline, plan.setup_command,
+                                   bytes_reader(self.repo.read_base))
+        if problem:
+            return self._finish("baseline_unusable", baseline, 0,
+                                error=baseline_unusable_message(problem, baseline.output))
+        return self._attempts(baseline)
+
+    def _setup(self) -> str:
+        """Run the setup command (the only phase with network) on the tree the host chose
+        for it (`HostRepo.distrust_setup`), then hand the agent phase the run's real start
+        (`HostRepo.finish_setup`); why either failed, or ""."""
+        command, note = self.plan.setup_command or "", self.plan.setup_note
+        setup = None
+        if command:
+            self.events.emit(SetupStarted(command=command))
+            limits = self.plan.limits
+            try:
+                setup = self.sandbox.exec(command, network=True,
+                                          timeout=min(limits.setup_timeout, limits.max_seconds))
+            except SandboxError as exc:  # e.g. the disk quota ended it: the run ends named
+                return f"setup command `{command}` was stopped by the sandbox: {exc}"
+        if setup is not None and not setup.ok:
+            self.events.emit(SetupDone(command=command or "", note=note, result=setup))
+            how = "timed out" if setup.timed_out else f"failed with exit code {setup.exit_code}"
+            return (f"setup command `{command}` {how}" + (f" ({note})" if note else "")
+                + setup_failure_hint(command, setup.stdout + setup.stderr)) \
+                + describe_refusals(setup.network_log)
+        try:
+            writes = self.repo.finish_setup()
+        except GitError as exc:  # e.g. setup left more nested repositories than are read
+            return f"the tree the setup phase left could not be read: {exc}"
+        if setup is not None:
+            self.events.emit(SetupDone(command=command or "", note=note, result=setup,
+                                       writes=writes))
+        return ""
+
+    def _attempts(self, baseline: TestVerdict) -> SolveResult:
+        """Agent, verdict, feedback, until the verdict accepts or a budget runs out."""
+        limits, attempt = self.plan.limits, 0
+        while True:
+            self.judged = None  # the agent is about to change the tree
+            exit_reason = self._agent(attempt)
+            attempt += 1
+            if exit_reason in ("cancelled", "tool_error"):
+                # Nothing to verify: the run was stopped, or the sandbox itself is broken.
+                return self._finish(exit_reason, baseline, attempt)
+            self.events.emit(TestsStarted(phase="after", command=self.plan.test_command,
+                                          attempt=attempt))
+            timeout = max(1.0, min(limits.test_timeout,
+                                   self.deadline - time.monotonic() + 60))
+            try:
+                judged = self.judged = self.runner.judge(baseline, timeout)
+            except _TEST_RUN_FAILURES as exc:
+                self.state.last_error = f"the sandbox failed running the tests: {exc}"
+                return self._finish("tool_error", baseline, attempt)
+            self.events.emit(TestsJudged(attempt=attempt, exit_reason=exit_reason,
+                                         tests=judged.final, verdict=judged.verdict,
+                                         model_tests=judged.with_model_tests))
+            stop = self._stop_reason(exit_reason, judged.verdict, attempt)
+            if stop:
+                return self._finish(stop, baseline, attempt)
+            # The rules and the failing tests' ids, never which check refused: the full
+            # reasons are in the TestsJudged record, for people.
+            feedback = verdict_feedback_message(
+                self.plan.test_command, judged.verdict, baseline, judged.final,
+                attempt, limits.max_attempts - attempt - 1)
+            self.state.messages.append({"role": "user", "content": feedback})
+            self.events.emit(Feedback(attempt=attempt, content=feedback))
+
+    def _agent(self, attempt: int) -> str:
+        limits = self.plan.limits
+        self.agent_ran = True
+        loop_limits = LoopLimits(max_steps=limits.max_steps,
+                                 max_context_tokens=limits.max_context_tokens,
+                                 max_tokens_per_turn=limits.max_tokens_per_turn,
+                                 deadline=self.deadline)
+        try:
+            return run_agent(self.model, self.sandbox, self.state, loop_limits, self.events,
+                             attempt=attempt, should_stop=self.should_stop)
+        except SandboxError as exc:  # the sandbox died outside a tool call
+            self.state.last_error = str(exc)
+            return "tool_error"
+
+    def _stop_reason(self, exit_reason: str, verdict: Verdict, attempt: int) -> str | None:
+        """Why the run ends after this verdict, or None to send the model back."""
+        limits = self.plan.limits
+        if verdict.accepted:
+            return "tests_passed"
+        out_of_attempts = attempt >= limits.max_attempts
+        if exit_reason not in _RETRYABLE_EXITS or (out_of_attempts and exit_reason != "agent"):
+            return exit_reason
+        if out_of_attempts:
+            return "max_attempts"
+        if self.state.steps >= limits.max_steps:
+            return "max_turns"
+        if time.monotonic() >= self.deadline:
+            return "max_time"
+        return None
+
+    def _snapshot(self) -> tuple[Snapshot | None, str]:
+        """The judged tree, else a fresh snapshot of the stopped sandbox; and a problem."""
+        if self.judged is not None:
+            return self.judged.snapshot, ""
+        try:
+            self.sandbox.stop()  # nothing may still be writing the tree the host snapshots
+            # A command the disk quota killed may have left far more than the quota: a
+            # sparse file costs nothing to make, and git would read and store every byte.
+            limits = getattr(getattr(self.sandbox, "config", None), "limits", None)
+            if limits is not None and tree_bytes([self.repo.work_tree]) > limits.disk_bytes:
+                return None, (f"the workspace is over the disk quota of "
+                              f"{limits.disk_bytes / 1024**2:.0f} MiB; the host did not "
+                              "read it")
+            return self.repo.snapshot(), ""
+        except (SandboxError, GitError) as exc:
+            return None, f"could not compute the diff: {exc}"
+
+    def _finish(self, reason: str, baseline: TestVerdict | None, attempts: int,
+                error: str = "") -> SolveResult:
+        judged, state = self.judged, self.state
+        snapshot, snapshot_problem = self._snapshot()
+        final = judged.final if judged else None
+        verdict = judged.verdict if judged else None
+        warnings = list(verdict.reasons if verdict and not verdict.accepted else [])
+        warnings += verdict.flags if verdict else []  # loud even when accepted
+        # Against the venv as setup left it (capture_setup), and only once the model ran:
+        # pip's and setuptools' own hooks are setup's, and a failed setup has no copy.
+        warnings += [f"the agent phase added or changed a start-up hook in the venv: {p} "
+                     "(the verdict ran with the venv as setup left it)"
+                     for p in (self.runner.venv_changes() if self.agent_ran else [])]
+        warnings += [f"both the setup phase and the agent phase changed `{p}`: the change "
+                     "keeps the agent's version" for p in (snapshot.setup_overlap
+                                                           if snapshot else [])]
+        problems = [error or state.last_error, snapshot_problem]
+        result = SolveResult(
+            exit_reason=reason, tests_passed=bool(verdict and verdict.accepted),
+            diff=snapshot.diff if snapshot else "", test_command=self.plan.test_command,
+            baseline=baseline, final=final, attempts=attempts, steps=state.steps,
+            usage=state.usage, seconds=time.monotonic() - self.started,
+            changes=compare_results(baseline.tests if baseline else {},
+                                    final.tests if final else {}),
+            suspicious=warnings, test_files_changed=judged.plan.model_tests if judged else [],
+            tool_calls=state.tool_calls, error="; ".join(p for p in problems if p),
+            snapshot=snapshot, verdict=verdict,
+            with_model_tests=judged.with_model_tests if judged else None,
+            setup_command=self.plan.setup_command, setup_note=self.plan.setup_note,
+            summary=state.last_answer)
+        self.events.emit(RunFinished(result=result))
+        return result

@@ -1,0 +1,122 @@
+"""The texts the harness puts in front of the model.
+
+The system prompt is Leaf's, byte for byte (docs/LEAF_CONTRACT.md §1); the task and
+test-feedback messages are ours and deliberately short, because the model was
+trained on plain task instructions.
+"""
+
+from __future__ import annotations
+
+import re
+
+from solver.verdict.outside_pytest import disagreeing_tests
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.verdict import BAD, RAN, Verdict
+
+SYSTEM_PROMPT = "\n".join(
+    [
+        "You are a software-engineering agent working in a checked-out repository.",
+        "Use the available tools to inspect files, make focused edits, and run commands.",
+        "Solve the task, validate when practical, then give a brief final answer.",
+    ]
+)
+
+FEEDBACK_OUTPUT_CHARS = 12_000
+
+
+def task_message(issue: str, test_command: str | None, guidance: str = "") -> str:
+    """The first user message: the issue, and how the harness will judge the fix."""
+    parts = [issue.strip()]
+    if guidance.strip():
+        parts.append("Additional guidance from the maintainer:\n" + guidance.strip())
+    if test_command:
+        parts.append(
+            f"The repository's tests are run with `{test_command}`; "
+            "they must pass when you are done."
+        )
+    return "\n\n".join(parts)
+
+
+# Lines of the test output that name the harness's own plumbing, not the tests.
+_HARNESS_LINE = re.compile(r"<the harness's report>|generated xml file|FROGNANO_|"
+                           r"PYTEST_ADDOPTS", re.IGNORECASE)
+MAX_LISTED_TESTS = 30
+
+
+def _listed(tests: list[str]) -> str:
+    shown = [f"- {test}" for test in tests[:MAX_LISTED_TESTS]]
+    if len(tests) > MAX_LISTED_TESTS:
+        shown.append(f"- … and {len(tests) - MAX_LISTED_TESTS} more")
+    return "\n".join(shown)
+
+
+def _tail(output: str) -> str:
+    kept = "\n".join(line for line in output.splitlines() if not _HARNESS_LINE.search(line))
+    tail = kept[-FEEDBACK_OUTPUT_CHARS:]
+    if len(kept) > len(tail):
+        tail = f"[... {len(kept) - len(tail)} earlier chars omitted]\n" + tail
+    return tail.rstrip()
+
+
+def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: TestVerdict,
+                             final: TestVerdict, attempt: int, attempts_left: int) -> str:
+    """The user message sent when the harness's verdict refused the change: the rules,
+    and which of the repository's tests do not pass. How the harness checks the run is
+    never said: a model trained on test rewards that is told which check fired learns to
+    hide from it. The full reasons go to people (transcript, dashboard, comments)."""
+    still_failing = tests_not_passing(verdict, baseline, final)
+    new_failing = sorted(t for t, s in verdict.new_tests.items() if s in BAD)
+    parts = [f"The harness ran `{test_command}` after your changes and did not accept the "
+             "result.",
+             "The rules: only the repository's own tests count, as they are in the "
+             "repository; your edits to test files, conftest.py or the test configuration "
+             "are kept in the change but not used to judge it. Every original test must "
+             "pass, and every new test you add must pass too."]
+    if still_failing:
+        parts.append("Original tests that do not pass:\n" + _listed(still_failing))
+    if new_failing:
+        parts.append("Your new tests that fail:\n" + _listed(new_failing))
+    if not (still_failing or new_failing):
+        parts.append("The change was not accepted as it is. Fix the behaviour in the code "
+                     "itself, so that the original tests pass as written.")
+    tail = _tail(final.output)
+    if tail:
+        parts.append(tail)
+    parts.append(f"Fix the code so the original tests pass (attempt {attempt + 1}; "
+                 f"{attempts_left} left after this one).")
+    return "\n\n".join(parts)
+
+
+def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
+                      final: TestVerdict) -> list[str]:
+    """The original tests the verdict counts as not passing, by id: failing, gone, now
+    skipped, passing only where the harness does not count it, or, when the verdict
+    refused a run in which every test reads as passing, those that failed before."""
+    failing = {test for test, before in baseline.tests.items()
+               if final.tests.get(test) in (None, *BAD)
+               or (before in RAN and final.tests.get(test) in ("skipped", "xfailed"))}
+    failing |= {t for t, s in final.tests.items() if t not in baseline.tests and s in BAD}
+    failing |= set(disagreeing_tests(verdict.reasons))
+    if not failing and not verdict.accepted:
+        # Refused though each test reads as passing: none of those that failed before
+        # counts as fixed.
+        failing = {test for test, before in baseline.tests.items() if before in BAD}
+    return sorted(failing)
+
+
+SETUP_HINT = (
+    "If the tests need the project installed or other packages, say how in "
+    ".github/frognano.yml, e.g.\n"
+    "  setup: python3 -m venv /frognano/venv && "
+    "/frognano/venv/bin/python -m pip install -e . pytest\n"
+    "  test: python -m pytest -q"
+)
+
+
+def baseline_unusable_message(problem: str, output: str, tail_chars: int = 1500) -> str:
+    """Why the run stopped before the agent: the baseline is no baseline. A problem that
+    names its own `.github/frognano.yml` line gets no generic example beside it."""
+    tail = output.strip()[-tail_chars:]
+    hint = "" if "frognano.yml` line" in problem else f"\n{SETUP_HINT}"
+    return (f"the baseline cannot judge a fix: {problem}. Nothing was given to the model."
+            f"{hint}" + (f"\n\nTail of the baseline run:\n{tail}" if tail else ""))

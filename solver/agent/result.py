@@ -1,0 +1,57 @@
+"""What a solve is given as budgets and what it hands back (the harness and its outputs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from solver.hostgit import Snapshot
+from solver.models.base import Usage
+from solver.verdict.repo_tests import TestChange, TestVerdict
+from solver.verdict.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class SolveLimits:
+    max_steps: int = 100
+    max_attempts: int = 3
+    max_seconds: float = 3600.0
+    max_context_tokens: int = 65_536
+    max_tokens_per_turn: int = 8_192
+    test_timeout: float = 900.0
+    setup_timeout: float = 1200.0
+
+
+@dataclass
+class SolveResult:
+    # "tests_passed", a loop exit reason, "max_attempts", "setup_failed", "baseline_unusable"
+    exit_reason: str
+    tests_passed: bool  # the verdict accepted the change
+    diff: str
+    test_command: str
+    baseline: TestVerdict | None
+    final: TestVerdict | None
+    attempts: int
+    steps: int
+    usage: Usage
+    seconds: float
+    changes: list[TestChange] = field(default_factory=list)
+    suspicious: list[str] = field(default_factory=list)
+    test_files_changed: list[str] = field(default_factory=list)
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+    snapshot: Snapshot | None = None  # the host's view of the change (solver/hostgit.py)
+    verdict: Verdict | None = None  # the last verdict (None: none was reached)
+    with_model_tests: TestVerdict | None = None
+    setup_command: str | None = None
+    setup_note: str = ""  # how the setup command was chosen, when it was inferred
+    summary: str = ""  # the model's last non-empty answer, for the PR body
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "attempts": self.attempts,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 3),
+            "usage": self.usage.to_dict(),
+            "tool_calls": self.tool_calls,
+        }

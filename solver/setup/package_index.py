@@ -1,0 +1,78 @@
+"""What the setup phase may reach (FROGNANO_PIP_*, FROGNANO_SETUP_EGRESS_*, HTTPS_PROXY),
+as the sandbox is configured for it.
+
+The index URLs go to the host-side index endpoint (sandbox/index_endpoint.py), never into
+the sandbox: a URL may hold a token, and setup runs the repository's code. The endpoint's
+download cache lives in the state directory, shared by every run and written by the host
+alone. The egress proxy's host list is the indexes' hosts plus the operator's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from sandbox.egress import OutboundProxy
+from sandbox.index_endpoint import PYPI_SIMPLE, PackageSources, redact
+
+CACHE_DIR_NAME = "package-cache"
+
+
+class IndexSettings(Protocol):
+    """The settings `PackageIndex.from_settings` reads (bot/settings.py's BotSettings)."""
+
+    pip_index_url: str | None
+    pip_extra_index_url: str | None
+    pip_find_links: str | None
+    setup_egress_hosts: str | None
+    setup_egress_allow: str | None
+    https_proxy: str | None
+    no_proxy: str | None
+    state_dir: Path
+
+
+def _items(text: str | None) -> tuple[str, ...]:
+    return tuple(item for item in re.split(r"[\s,]+", text or "") if item)
+
+
+@dataclass(frozen=True, repr=False)
+class PackageIndex:
+    index_url: str = ""
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    egress_hosts: tuple[str, ...] = ()
+    egress_allow: tuple[str, ...] = ()
+    https_proxy: str = ""
+    no_proxy: tuple[str, ...] = ()
+    cache_dir: Path | None = None
+
+    @classmethod
+    def from_settings(cls, settings: IndexSettings) -> PackageIndex:
+        """The settings' values; pip separates several entries with spaces."""
+        return cls((settings.pip_index_url or "").strip(),
+                   tuple((settings.pip_extra_index_url or "").split()),
+                   tuple((settings.pip_find_links or "").split()),
+                   egress_hosts=_items(settings.setup_egress_hosts),
+                   egress_allow=_items(settings.setup_egress_allow),
+                   https_proxy=(settings.https_proxy or "").strip(),
+                   no_proxy=_items(settings.no_proxy),
+                   cache_dir=settings.state_dir.expanduser().resolve() / CACHE_DIR_NAME)
+
+    def __repr__(self) -> str:  # a URL may hold a token: never in a log line or a trace
+        return redact(f"PackageIndex({self.index_url!r}, {self.extra_index_urls!r}, "
+                      f"{self.find_links!r}, proxy={self.https_proxy!r})")
+
+    def sources(self) -> PackageSources:
+        return PackageSources(self.index_url or PYPI_SIMPLE, self.extra_index_urls,
+                              self.find_links, self.cache_dir)
+
+    def sandbox_fields(self) -> dict[str, Any]:
+        """The SandboxConfig fields for the setup phase's network."""
+        return {"package_sources": self.sources(), "egress_hosts": self.egress_hosts,
+                "egress_allow": self.egress_allow,
+                "outbound_proxy": OutboundProxy(self.https_proxy, self.no_proxy)}
+
+
+NO_INDEX = PackageIndex()  # PyPI through the index endpoint, no cache

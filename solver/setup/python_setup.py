@@ -1,0 +1,331 @@
+"""A setup command for Python projects that have no `setup:` in .github/frognano.yml.
+
+Looks at files only (never runs the repository's code on the host). The command creates
+the sandbox's venv (the first entry on its PATH) and installs, in one pip run so the
+project's own pins win:
+- the project editable, with its test extra: one named `test`, `tests`, `testing` or `dev`,
+  else every extra that lists pytest, hypothesis or a pytest plugin;
+- its test requirement files, at the root (`requirements-test.txt`, …) or in a
+  `requirements/` folder (`requirements/tests.txt`, else `requirements/dev.txt`);
+- its PEP 735 test dependency group, resolved here (Debian's pip 23.0 has no `--group`);
+- the `deps` and `extras` of the tox environment whose commands run the tests;
+- the pytest plugins that its pytest configuration alone names (`--cov`, `-n`,
+  `--timeout`, `required_plugins`, …);
+- pytest itself when nothing above declares it, at least the version the configuration
+  needs (`minversion`; pytest 9 for a native `[tool.pytest]` table).
+The venv has no system site packages: Debian's pytest 7.2 would otherwise stand in for
+an undeclared pytest and fail a `minversion = 8.0` project, or ignore its `[tool.pytest]`.
+The command is recorded as inferred, in the transcript and the PR body, so a maintainer
+can see and pin it.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dependency_groups import resolve as resolve_group
+
+from solver.setup.project_files import (
+    declared_tox_env,
+    pytest_config,
+    pytest_minimum,
+    requirement_name,
+    tree_reader,
+)
+
+# Extras and dependency groups tried in this order; the first one declared is installed.
+TEST_EXTRAS = ("test", "tests", "testing", "dev")
+REQUIREMENT_GLOBS = ("requirements*-test*.txt", "requirements*_test*.txt",
+                     "test-requirements.txt", "test_requirements.txt", "requirements-dev.txt")
+# Folders of requirement files (`requirements/tests.txt`), and the stems read first in them.
+REQUIREMENT_DIRS = ("requirements", "reqs", "requirements.d")
+_TEST_STEM = re.compile(r"(^|[-_.])(tests?|testing)([-_.]|$)")
+_DEV_STEM = re.compile(r"(^|[-_.])(dev|develop|development)([-_.]|$)")
+# What makes an extra or a group a test one when its name does not say so.
+_TEST_PACKAGE = re.compile(r"^(pytest([-_.].*)?|hypothesis|nose2?)$")
+# HOME is <private>/home in both backends, so the venv on PATH is its sibling.
+VENV = '"${HOME%/home}/venv"'
+# The same venv as a maintainer writes it in .github/frognano.yml (README).
+CONFIG_VENV = "/frognano/venv"
+SETUP_EXAMPLE = (f"setup: python3 -m venv {CONFIG_VENV} && "
+                 f"{CONFIG_VENV}/bin/python -m pip install -e . pytest")
+
+
+@dataclass(frozen=True)
+class InferredSetup:
+    command: str
+    note: str  # what was inferred from what, in one line
+    # What was detected, for a hint that names the line to write when setup fails.
+    requirements: tuple[str, ...] = ()  # requirement strings passed to pip
+
+
+@dataclass
+class _Plan:
+    """What one pip run installs, and where each piece came from (for the note)."""
+
+    args: list[str] = field(default_factory=list)  # `-e .[x]`, `-r file`
+    # Requirement lines the project's extras and files declare (pip reads them itself).
+    declared: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)  # requirement strings given to pip
+    said: list[str] = field(default_factory=list)
+
+    def add(self, requirements: list[str] | tuple[str, ...], why: str) -> None:
+        fresh = [r for r in requirements if r not in self.added and r not in self.declared]
+        if fresh:
+            self.added += fresh
+            self.said.append(why)
+
+    def names(self) -> set[str]:
+        return {requirement_name(r) for r in [*self.declared, *self.added]}
+
+
+def _pyproject(root: Path) -> dict:
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def _setup_cfg(root: Path) -> configparser.ConfigParser | None:
+    path = root / "setup.cfg"
+    if not path.is_file():
+        return None
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(path.read_text(encoding="utf-8", errors="replace"))
+    except configparser.Error:
+        return None
+    return parser
+
+
+def _setup_py_extras(root: Path) -> dict[str, list[str]]:
+    """`extras_require` of setup.py, read as literals from its syntax tree (never run):
+    a dict literal in the call, or one assigned to a name the call passes."""
+    path = root / "setup.py"
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return _setup_py_extra_names(text)
+    assigned: dict[str, ast.expr] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            assigned[node.targets[0].id] = node.value
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg != "extras_require":
+                continue
+            value = keyword.value
+            if isinstance(value, ast.Name):
+                value = assigned.get(value.id, value)
+            try:
+                found = ast.literal_eval(value)
+            except ValueError:
+                return _setup_py_extra_names(text)
+            if isinstance(found, dict):
+                return {str(k): [str(r) for r in v] if isinstance(v, list | tuple) else []
+                        for k, v in found.items()}
+    return _setup_py_extra_names(text)
+
+
+def _setup_py_extra_names(text: str) -> dict[str, list[str]]:
+    """The extras' names alone, where their values are not literals."""
+    found = re.search(r"extras_require\s*=\s*(?:dict\()?\{?(.*?)(?:\}|\)\s*,)", text,
+                      re.DOTALL)
+    if not found:
+        return {}
+    pairs = re.findall(r"""['"]([\w.-]+)['"]\s*:|\b(\w+)\s*=\s*\[""", found.group(1))
+    return {name: [] for name in (a or b for a, b in pairs) if name}
+
+
+def project_extras(root: Path) -> dict[str, list[str]]:
+    """Extra → its requirements, from pyproject.toml, setup.cfg and setup.py."""
+    extras: dict[str, list[str]] = {}
+    declared = _pyproject(root).get("project", {}).get("optional-dependencies", {}) or {}
+    if isinstance(declared, dict):
+        extras.update({str(k): [str(r) for r in v] for k, v in declared.items()
+                       if isinstance(v, list)})
+    cfg = _setup_cfg(root)
+    if cfg is not None and cfg.has_section("options.extras_require"):
+        for name, value in cfg["options.extras_require"].items():
+            extras.setdefault(name, [line.strip() for line in value.splitlines()
+                                     if line.strip() and not line.strip().startswith("#")])
+    for name, requirements in _setup_py_extras(root).items():
+        extras.setdefault(name, requirements)
+    return extras
+
+
+def declared_extras(root: Path) -> list[str]:
+    """Extras the project declares, from pyproject.toml, setup.cfg or setup.py."""
+    return list(project_extras(root))
+
+
+def _is_test_set(requirements: list[str] | tuple[str, ...]) -> bool:
+    return any(_TEST_PACKAGE.match(requirement_name(r)) for r in requirements)
+
+
+def test_sets(declared: dict[str, list[str]] | dict[str, tuple[str, ...]]) -> list[str]:
+    """The test extras (or groups) among those declared: the first named as one, else
+    every one that lists a test package."""
+    named = next((name for name in TEST_EXTRAS if name in declared), None)
+    if named is not None:
+        return [named]
+    return [name for name, requirements in declared.items() if _is_test_set(requirements)]
+
+
+def dependency_groups(root: Path) -> dict[str, tuple[str, ...]]:
+    """PEP 735 group → its requirements with `include-group`s resolved; a group that does
+    not resolve (a cycle, a bad requirement) is left out."""
+    table = _pyproject(root).get("dependency-groups", {})
+    if not isinstance(table, dict):
+        return {}
+    groups: dict[str, tuple[str, ...]] = {}
+    for name in table:
+        try:
+            groups[str(name)] = resolve_group(table, str(name))
+        except (ValueError, TypeError, LookupError):
+            continue  # packaging's InvalidRequirement is a ValueError
+    return groups
+
+
+def requirement_files(root: Path) -> list[str]:
+    """Test requirement files: the root's, and a `requirements/` folder's test files (its
+    dev files when it has none); a pip-compile `.in` only where no `.txt` locks it."""
+    found = sorted({p.name for pattern in REQUIREMENT_GLOBS for p in root.glob(pattern)
+                    if p.is_file()})
+    for folder in REQUIREMENT_DIRS:
+        base = root / folder
+        if not base.is_dir() or base.is_symlink():
+            continue
+        files = sorted(p for p in base.iterdir() if p.is_file() and p.suffix in (".txt", ".in"))
+        stems = {p.stem for p in files if p.suffix == ".txt"}
+        files = [p for p in files if p.suffix == ".txt" or p.stem not in stems]
+        chosen = [p for p in files if _TEST_STEM.search(p.stem)] \
+            or [p for p in files if _DEV_STEM.search(p.stem)]
+        found += [f"{folder}/{p.name}" for p in chosen]
+    return found
+
+
+def _file_requirements(root: Path, name: str, depth: int = 0) -> list[str]:
+    """Requirement lines of a file and the files it includes (`-r`), in the tree only."""
+    path = (root / name).resolve()
+    if depth > 3 or not path.is_file() or not path.is_relative_to(root.resolve()):
+        return []
+    lines: list[str] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.split(" #")[0].strip()
+        include = re.match(r"^(?:-r|--requirement)[=\s]*(\S+)", line)
+        if include:
+            lines += _file_requirements(root, str(path.parent.relative_to(root.resolve())
+                                                  / include.group(1)), depth + 1)
+        elif line and not line.startswith(("#", "-")):
+            lines.append(line)
+    return lines
+
+
+def _installable(root: Path) -> str | None:
+    data = _pyproject(root)
+    if (root / "setup.py").is_file():
+        return "setup.py"
+    if "project" in data or "build-system" in data:
+        return "pyproject.toml"
+    cfg = _setup_cfg(root)
+    if cfg is not None and (cfg.has_section("metadata") or cfg.has_section("options")):
+        return "setup.cfg"
+    return None
+
+
+def _project_args(root: Path, source: str, plan: _Plan) -> None:
+    """`-e .[extras]`: the test extras, and those of the tox environment that runs the
+    tests."""
+    extras = project_extras(root)
+    chosen = test_sets(extras)
+    tox = declared_tox_env(tree_reader(root))
+    chosen += [e for e in (tox.extras if tox else ()) if e not in chosen and e in extras]
+    for extra in chosen:
+        plan.declared += extras.get(extra, [])
+    plan.args += ["-e", f".[{','.join(chosen)}]" if chosen else "."]
+    named = " and ".join(f"`{e}`" for e in chosen)
+    plan.said.append(f"the project ({source}) editable" + (
+        f" with its {named} extra{'s' if len(chosen) > 1 else ''}" if chosen else ""))
+
+
+def _add_files(root: Path, plan: _Plan, files: list[str]) -> None:
+    read = tree_reader(root)
+    fresh = [name for name in files if name not in plan.args and read(name) is not None]
+    for name in fresh:
+        plan.args += ["-r", name]
+        plan.declared += _file_requirements(root, name)
+    if fresh:
+        plan.said.append(", ".join(fresh))
+
+
+def infer_python_setup(root: Path) -> InferredSetup | None:
+    """The setup a Python project needs to run its tests; None if it is not one."""
+    source = _installable(root)
+    files = requirement_files(root)
+    if source is None and not files:
+        if not (root / "requirements.txt").is_file():
+            return None
+        files = ["requirements.txt"]
+    plan = _Plan()
+    if source is not None:
+        _project_args(root, source, plan)
+    _add_files(root, plan, files)
+    _add_test_requirements(root, plan)
+    args = plan.args + plan.added
+    command = (f"python3 -m venv {VENV} && "
+               f"{VENV}/bin/python -m pip install " + " ".join(shlex.quote(a) for a in args))
+    return InferredSetup(command, "inferred (no `setup:` given): a venv with "
+                         + " and ".join(plan.said), tuple(plan.added))
+
+
+def _add_test_requirements(root: Path, plan: _Plan) -> None:
+    """Groups, tox deps, config-only plugins and pytest: requirement strings given to pip
+    after what the project declares (its pins still win: one resolver run)."""
+    groups = dependency_groups(root)
+    for group in test_sets(groups):
+        plan.add(groups[group], f"its `{group}` dependency group")
+    read = tree_reader(root)
+    tox = declared_tox_env(read)
+    if tox is not None:
+        _add_files(root, plan, list(tox.requirement_files))
+        plan.add(tox.deps, f"the deps of tox.ini's [{tox.name}]")
+    config = pytest_config(read)
+    plugins = [*(config.plugins if config else ()), *(tox.plugins if tox else ())]
+    known = plan.names()
+    plan.add([p for p in dict.fromkeys(plugins) if requirement_name(p) not in known],
+             "the pytest plugins its configuration names")
+    minimum = pytest_minimum(read)
+    if minimum is not None:
+        plan.add([f"pytest>={minimum[0]}"], f"pytest>={minimum[0]} ({minimum[1]})")
+    elif "pytest" not in known:
+        plan.add(["pytest"], "pytest")
+
+
+def fix_line(setup_command: str | None, add: list[str]) -> str:
+    """The `.github/frognano.yml` line that installs `add` on top of the setup that ran:
+    the same pip run with more requirements, or a venv with them when there was none."""
+    packages = " ".join(shlex.quote(p) for p in add)
+    if not setup_command:
+        return (f"setup: python3 -m venv {CONFIG_VENV} && "
+                f"{CONFIG_VENV}/bin/python -m pip install {packages}")
+    written = setup_command.replace(VENV, CONFIG_VENV)
+    if not add:
+        return f"setup: {written}"
+    return f"setup: {written} {packages}" if "pip install" in written \
+        else f"setup: {written} && {CONFIG_VENV}/bin/python -m pip install {packages}"

@@ -1,0 +1,179 @@
+"""The failing tests once more, outside pytest: code that passes only under the runner.
+
+When the verdict accepts a change, the tests that failed at baseline are run again in
+the verdict's tree, in a fresh sandbox, by plain python (plain_runner.py): the test
+module imported and its test functions called, plain functions and unittest methods,
+those needing fixtures or parameters skipped. No pytest is loaded and no report path is
+in the environment, so code that special-cases the runner (it looks for pytest's
+modules, or forges the report and exits) behaves as it would in use. A test that passed
+under pytest and fails, errors or gives no result here refuses the change.
+
+Results come back over a FIFO in the harness's read-only channel folder, opened by the
+runner before any repository code runs and written once, with a token read from stdin;
+each test module runs in a child process that reports to its parent over an inherited
+pipe. Code that knows this runner can still forge its answer from inside (README:
+residual risk); what it cannot do is pass by the runner's absence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import secrets
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sandbox.trees import copy_tree, remove_tree
+from solver.verdict.junit_report import ReportPipe
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.verdict import BAD, Verdict
+
+if TYPE_CHECKING:
+    from solver.verdict.verdict_run import VerdictRunner
+
+RUNNER = Path(__file__).with_name("plain_runner.py")
+# A test id plain python can address: `file.py::function` or `file.py::Class::method`,
+# no parameters.
+PLAIN_ID = re.compile(r"^([^:\[\]]+\.py)::([A-Za-z_]\w*(?:::[A-Za-z_]\w*)?)$")
+RESULT_MAX_BYTES = 4 * 1024 * 1024
+DISAGREES = "test passes under pytest but not outside it: "
+MAX_TESTS = 200
+
+
+@dataclass
+class PlainRun:
+    """What the plain run said of each test it was given."""
+
+    results: dict[str, str] = field(default_factory=dict)  # test id → status
+    details: dict[str, str] = field(default_factory=dict)  # test id → why it failed
+    problem: str = ""  # the run itself could not be read: refuses too
+    exits: dict[str, object] = field(default_factory=dict)  # test file → its exit code
+
+
+def targets(baseline: TestVerdict, final: TestVerdict) -> list[str]:
+    """Test ids that failed at baseline and pass under pytest now, that plain python can
+    call."""
+    return sorted(t for t, s in baseline.tests.items()
+                  if s in BAD and final.tests.get(t) == "passed" and PLAIN_ID.match(t))[
+        :MAX_TESTS]
+
+
+def _command(runner: Path, spec: dict[str, Any]) -> str:
+    """`exec` drops the shell, so the spec (the FIFO and the token) is in no process's
+    command line once the runner reads it from stdin."""
+    return (f"exec python3 {shlex.quote(str(runner))} <<'FROGNANO_PLAIN'\n"
+            f"{json.dumps(spec)}\nFROGNANO_PLAIN\n")
+
+
+def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
+              ) -> PlainRun:
+    """The tests run by plain python in `tree`, in a fresh sandbox built as the
+    verdict's own (the private area as setup left it)."""
+    runner.runs += 1
+    where = runner.scratch / f"{runner.runs:02d}-outside-pytest"
+    workspace, private, channel = where / "workspace", where / "private", where / "channel"
+    runner.repo.materialize(tree, workspace)
+    if runner.private_copy.is_dir():
+        copy_tree(runner.private_copy, private)
+    else:
+        private.mkdir(parents=True)
+    channel.mkdir(mode=0o755)
+    shutil.copy(RUNNER, channel / RUNNER.name)
+    token = secrets.token_hex(16)
+    pipe = ReportPipe(channel / f"{secrets.token_hex(8)}.plain", RESULT_MAX_BYTES)
+    spec = {"report": str(pipe.path), "token": token,
+            "tests": [test.split("::", 1) for test in tests]}  # targets() matched PLAIN_ID
+    config = dataclasses.replace(runner.config, workspace=workspace, private_dir=private,
+                                 extra_ro_binds=[*runner.config.extra_ro_binds, channel])
+    try:
+        with runner.open_sandbox(config) as fresh:
+            done = fresh.exec(_command(channel / RUNNER.name, spec), timeout=timeout)
+    finally:
+        writes = pipe.close()
+        remove_tree(where)
+    if done.timed_out:
+        return PlainRun(problem="it timed out")
+    return _read(writes, pipe.oversize, token, tests)
+
+
+def _read(writes: list[bytes], oversize: bool, token: str, tests: list[str]) -> PlainRun:
+    if oversize or len(writes) != 1:
+        return PlainRun(problem=f"its results were written {len(writes)} times or "
+                                "oversize: something besides its runner wrote them")
+    try:
+        said = json.loads(writes[0])
+    except ValueError:
+        said = None
+    if not isinstance(said, dict) or said.get("token") != token:
+        return PlainRun(problem="its results are unreadable or not its runner's")
+    run = PlainRun()
+    for module in said.get("modules") or []:
+        _read_module(run, module)
+    for test in tests:
+        run.results.setdefault(test, "no result")
+    return run
+
+
+def _read_module(run: PlainRun, module: dict[str, Any]) -> None:
+    """A child's lines: the first result per test counts; more than one is forged."""
+    file = str(module.get("file", ""))
+    for line in str(module.get("lines", "")).splitlines():
+        try:
+            entry = json.loads(line)
+            test = f"{file}::{entry['test']}"
+            status, detail = str(entry["status"]), str(entry.get("detail", ""))
+        except (ValueError, KeyError, TypeError):
+            run.problem = run.problem or f"{file} wrote something besides its results"
+            continue
+        if test in run.results:
+            run.problem = run.problem or f"{test} was reported more than once"
+            continue
+        run.results[test], run.details[test] = status, detail
+    run.exits[file] = module.get("exit_code")
+
+
+def disagreements(run: PlainRun) -> list[str]:
+    """Refusal reasons, for people (the model is told the rules, not this)."""
+    if run.problem:
+        return [f"the failing tests, run again outside pytest, could not be judged: "
+                f"{run.problem}"]
+    reasons = []
+    for test, status in sorted(run.results.items()):
+        if status in ("passed", "skipped"):
+            continue
+        detail = run.details.get(test, "")
+        if status == "no result":
+            what = (f"gave no result (its process ended with exit code "
+                    f"{run.exits.get(test.split('::')[0])} before it reported)")
+        else:
+            what = status
+        reasons.append(f"{DISAGREES}{test} {what} when "
+                       "its module is run by plain python" + (f" ({detail[:200]})"
+                                                             if detail else ""))
+    return reasons
+
+
+def disagreeing_tests(reasons: list[str]) -> list[str]:
+    """The test ids of this check's refusals (a plain id holds no space)."""
+    return [r[len(DISAGREES):].split(" ", 1)[0] for r in reasons if r.startswith(DISAGREES)]
+
+
+def check_outside_pytest(runner: VerdictRunner, tree: str, baseline: TestVerdict,
+                         final: TestVerdict, verdict: Verdict, timeout: float) -> None:
+    """Refuse an accepted verdict whose fixed tests pass only under pytest."""
+    tests = targets(baseline, final) if verdict.accepted else []
+    if not tests:
+        return
+    run = run_plain(runner, tree, tests, timeout)
+    reasons = disagreements(run)
+    ran = sum(s != "skipped" for s in run.results.values())
+    verdict.notes.append(f"the {len(tests)} test(s) that failed before were run again "
+                         f"outside pytest (plain python, {ran} run, the rest need "
+                         f"fixtures): {'they disagree' if reasons else 'they agree'}")
+    if reasons:
+        verdict.accepted = False
+        verdict.reasons.extend(reasons)

@@ -1,0 +1,268 @@
+"""Finding a repository's test command, and what one run of it gave.
+
+Detection looks at files only (never runs anything): the harness runs the command
+inside the sandbox, before the agent (baseline) and after it (verdict). Per-test results
+come from the runner's report file (test_report.py), never from its output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from solver.setup.project_files import declared_test_commands, pytest_config, tree_reader
+
+PYTEST_COMMAND = "python3 -m pytest -rA -p no:cacheprovider"
+UNITTEST_COMMAND = "python3 -m unittest"
+# The harness's unittest runner (pytest_guard/frognano_unittest_report.py, on PYTHONPATH in
+# the harness's own test runs): unittest's command line, plus a junit report.
+UNITTEST_REPORTER = "frognano_unittest_report"
+# pytest options of a declared command that say which tests are the suite.
+_PYTEST_KEPT = ("--doctest-modules", "--doctest-continue-on-failure")
+_PYTEST_KEPT_VALUE = ("-m", "--ignore", "--import-mode", "--ignore-glob", "--deselect")
+# Words that start a command that starts another: `uv run pytest`, `xvfb-run pytest`.
+_WRAPPERS = {"uv": "run", "poetry": "run", "pdm": "run", "pipenv": "run", "hatch": "run",
+             "rye": "run"}
+
+
+@dataclass(frozen=True)
+class TestCommand:
+    __test__ = False  # not a pytest test class
+    command: str
+    source: str  # "config", "cli" or the detector that found it ("pytest", "npm", …)
+
+
+@dataclass
+class TestVerdict:
+    """One run of the test command."""
+
+    __test__ = False  # not a pytest test class
+
+    command: str
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+    output: str  # stdout and stderr, tail-capped by the sandbox
+    # test id → passed/failed/error/skipped/xfailed, from the runner's report
+    tests: dict[str, str] = field(default_factory=dict)
+    # "junit", "go-json"; "none": the runner has no report; "missing": asked, none came
+    report: str = "none"
+    # What the harness saw of the run itself (solver/verdict/verdict_run.py): how many
+    # times the report was written, what its pytest guard found (None: it was silent),
+    # and the test files and configuration that changed while the tests ran.
+    report_writes: int = 0
+    guard: dict[str, list[str]] | None = None
+    changed_during_run: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for status in self.tests.values():
+            counts[status] = counts.get(status, 0) + 1
+        detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        if self.report == "none":
+            detail = "no per-test report"
+        elif self.report == "missing":
+            detail = "no readable report"
+        state = "timed out" if self.timed_out else f"exit {self.exit_code}"
+        return f"{'PASS' if self.passed else 'FAIL'} ({state}{'; ' + detail if detail else ''})"
+
+    def to_dict(self, output_chars: int = 4000) -> dict[str, object]:
+        return {
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "passed": self.passed,
+            "seconds": round(self.seconds, 3),
+            "tests": self.tests,
+            "report": self.report,
+            "report_writes": self.report_writes,
+            "guard": self.guard,
+            "changed_during_run": self.changed_during_run,
+            "output_tail": self.output[-output_chars:],
+        }
+
+
+def _has_pytest_config(root: Path) -> bool:
+    if (root / "pytest.ini").is_file() or (root / "conftest.py").is_file():
+        return True
+    return pytest_config(tree_reader(root)) is not None
+
+
+def _has_python_tests(root: Path) -> bool:
+    for folder in ("tests", "test", "."):
+        base = root / folder
+        if base.is_dir() and (any(base.glob("test_*.py")) or any(base.glob("*_test.py"))):
+            return True
+    return any(p for p in root.glob("*/tests/test_*.py"))
+
+
+def _npm_test_script(root: Path) -> bool:
+    package = root / "package.json"
+    if not package.is_file():
+        return False
+    try:
+        scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts", {})
+    except (json.JSONDecodeError, AttributeError):
+        return False
+    test = scripts.get("test", "") if isinstance(scripts, dict) else ""
+    return bool(test) and "no test specified" not in test
+
+
+def _make_test_target(root: Path) -> bool:
+    for name in ("Makefile", "makefile", "GNUmakefile"):
+        makefile = root / name
+        if makefile.is_file():
+            text = makefile.read_text(encoding="utf-8", errors="replace")
+            if re.search(r"^test\s*:", text, re.MULTILINE):
+                return True
+    return False
+
+
+def _runner(words: tuple[str, ...]) -> tuple[str, list[str]] | None:
+    """("pytest" or "unittest", the runner's own arguments) of a command line; None when
+    it runs something else (a script, `setup.py test`, tox)."""
+    rest = list(words)
+    while rest:
+        head = os.path.basename(rest[0])
+        if re.match(r"^[A-Za-z_]\w*=", rest[0]) or head in ("xvfb-run", "time", "exec"):
+            rest = rest[1:]
+        elif head in _WRAPPERS and rest[1:2] == [_WRAPPERS[head]]:
+            rest = rest[2:]
+        elif head == "coverage" and rest[1:2] == ["run"]:
+            if "-m" not in rest:
+                return None
+            rest = rest[rest.index("-m") + 1:]
+        elif re.match(r"^(python[\d.]*|py)$", head):
+            if rest[1:2] != ["-m"]:
+                return None
+            rest = rest[2:]
+        else:
+            break
+    name = os.path.basename(rest[0]) if rest else ""
+    if name in ("pytest", "py.test"):
+        return "pytest", rest[1:]
+    if name == "unittest":
+        return "unittest", rest[1:]
+    return None
+
+
+def _pytest_command(args: list[str], root: Path) -> str:
+    """PYTEST_COMMAND with the declared command's test paths and the options that choose
+    the suite (doctests, ignored paths, a marker expression); the rest is the project's
+    configuration's business, which pytest reads anyway."""
+    kept: list[str] = []
+    pending = False
+    for arg in args:
+        if pending:
+            kept.append(arg)
+            pending = False
+        elif arg in _PYTEST_KEPT or ("=" in arg and arg.split("=", 1)[0] in _PYTEST_KEPT_VALUE):
+            kept.append(arg)
+        elif arg in _PYTEST_KEPT_VALUE:
+            kept.append(arg)
+            pending = True
+        elif not arg.startswith("-") and (root / arg.split("::")[0]).exists() \
+                and ".." not in Path(arg).parts and not os.path.isabs(arg):
+            kept.append(arg)
+    if pending:
+        kept.pop()
+    return " ".join([PYTEST_COMMAND, *(shlex.quote(a) for a in kept)])
+
+
+def _unittest_command(args: list[str]) -> str:
+    """`python3 -m unittest` as declared: discovery's start, pattern and top, or names."""
+    flags = {"-v", "-q", "-b", "-c", "-f", "--verbose", "--quiet", "--buffer", "--catch",
+             "--failfast", "--locals", "--durations"}
+    words = [a for a in args if a not in flags]
+    if words[:1] != ["discover"]:
+        names = [w for w in words if not w.startswith("-")]
+        return " ".join([UNITTEST_COMMAND, *(shlex.quote(n) for n in names)])
+    options, positional, rest = {}, [], words[1:]
+    spelled = {"--start-directory": "-s", "--pattern": "-p", "--top-level-directory": "-t"}
+    while rest:
+        word = rest.pop(0)
+        key, _, value = word.partition("=")
+        key = spelled.get(key, key)
+        if key in ("-s", "-p", "-t"):
+            options[key] = value or (rest.pop(0) if rest else "")
+        elif not word.startswith("-"):
+            positional.append(word)
+    for key, value in zip(("-s", "-p", "-t"), positional, strict=False):
+        options.setdefault(key, value)
+    options["-s"] = options.get("-s", ".").rstrip("/") or "."
+    parts = [f"{key} {shlex.quote(value)}" for key, value in options.items() if value]
+    return " ".join([UNITTEST_COMMAND, "discover", *parts])
+
+
+def _declared_command(root: Path) -> TestCommand | None:
+    """The first test command the project's tox.ini, noxfile.py, CI workflows or Makefile
+    runs, as the harness runs it: pytest with its report, unittest through the runner."""
+    folder = root / ".github" / "workflows"
+    workflows = sorted(f".github/workflows/{p.name}" for p in folder.glob("*.y*ml")) \
+        if folder.is_dir() and not folder.is_symlink() else []
+    for declared in declared_test_commands(tree_reader(root), workflows):
+        found = _runner(declared.words)
+        if found is None:
+            continue
+        runner, args = found
+        command = _pytest_command(args, root) if runner == "pytest" else _unittest_command(args)
+        return TestCommand(command=command, source=declared.source)
+    return None
+
+
+def unittest_with_report(command: str, report_path: str) -> str | None:
+    """A plain `python3 -m unittest …` command through the harness's runner, which writes
+    a junit report to `report_path`; None for any other command (or one with shell
+    syntax, which the harness leaves as it is)."""
+    found = re.match(r"^\s*(python3?)\s+-m\s+unittest(\s.*)?$", command)
+    if not found or re.search(r"[;&|<>`$()\n]", command):
+        return None
+    rest = (found.group(2) or "").strip()
+    return (f"{found.group(1)} -m {UNITTEST_REPORTER} --junitxml={shlex.quote(report_path)}"
+            + (f" {rest}" if rest else ""))
+
+
+def detect_test_command(root: Path) -> TestCommand | None:
+    """The test command a maintainer would run, judged from the files at the root: the
+    one the project's own tox.ini, noxfile, CI or Makefile runs, else by its files."""
+    declared = _declared_command(root)
+    if declared is not None:
+        return declared
+    detectors: list[tuple[str, bool, str]] = [
+        ("pytest", _has_pytest_config(root) or _has_python_tests(root), PYTEST_COMMAND),
+        ("tox", (root / "tox.ini").is_file(), "tox"),
+        ("nox", (root / "noxfile.py").is_file(), "nox"),
+        ("npm", _npm_test_script(root), "npm test"),
+        ("go", (root / "go.mod").is_file(), "go test -v ./..."),
+        ("cargo", (root / "Cargo.toml").is_file(), "cargo test"),
+        ("make", _make_test_target(root), "make test"),
+    ]
+    for source, found, command in detectors:
+        if found:
+            return TestCommand(command=command, source=source)
+    return None
+
+
+@dataclass(frozen=True)
+class TestChange:
+    __test__ = False  # not a pytest test class
+    test: str
+    before: str | None  # None: the test did not exist
+    after: str | None  # None: the test no longer ran
+
+
+def compare_results(before: dict[str, str], after: dict[str, str]) -> list[TestChange]:
+    """Tests whose state changed between the baseline and the final run."""
+    changes = []
+    for test in sorted(set(before) | set(after)):
+        if before.get(test) != after.get(test):
+            changes.append(TestChange(test, before.get(test), after.get(test)))
+    return changes

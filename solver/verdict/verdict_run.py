@@ -1,0 +1,324 @@
+"""The harness's own test runs: a tree the host chose, in a fresh sandbox, with a report.
+
+The agent's sandbox is never trusted to judge its own work. For the baseline and for
+every verdict, the host materialises a tree from its own git directory (the base tree,
+or the candidate with the repository's original tests and test configuration put back)
+into a new directory and runs the test command there in a new sandbox, whose private
+area (HOME, venv) is a copy taken right after setup: nothing the agent phase wrote into
+the venv (a pytest plugin, a `.pth` file, sitecustomize) reaches the verdict.
+
+The runner writes its report into a FIFO in a host-owned folder bound read-only (the
+host reads every write as it happens; test_report.ReportPipe), next to the harness's
+pytest guard (pytest_guard/), which says what the code under test did to pytest. The
+host also notes which test files and configuration changed while the tests ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import secrets
+import shutil
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.base import Sandbox, SandboxConfig
+from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
+from solver.hostgit import HostRepo, Snapshot, run_git
+from solver.verdict.change_flags import failing_tests, scan_change
+from solver.verdict.junit_report import (
+    ReportPipe,
+    documents,
+    go_output,
+    merge_reports,
+    report_request,
+)
+from solver.verdict.outside_pytest import check_outside_pytest
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.suite_material import TestMaterial, material_from
+from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path, plan_verdict_tree
+from solver.verdict.verdict import Verdict, decide
+
+SandboxFactory = Callable[[SandboxConfig], Sandbox]
+# Files in the venv through which code runs at interpreter or pytest start-up.
+_STARTUP_HOOK = re.compile(r"(\.pth|sitecustomize\.py|usercustomize\.py|entry_points\.txt)$")
+GUARD_DIR = Path(__file__).with_name("pytest_guard")
+GUARD_MAX_BYTES = 4 * 1024 * 1024
+GUARD_MAX_TOTAL_BYTES = 8 * 1024 * 1024  # every write of one run (the guard writes once)
+# The host's walks of a tree the sandbox wrote: a work tree (the largest repositories
+# hold ~100,000 files) and a venv (~100,000 with ML wheels); the disk quota alone lets
+# the sandbox make millions of empty files, each an entry kept in the worker's memory.
+TREE_MAX_ENTRIES = 300_000
+TREE_MAX_PATH_CHARS = 64 * 1024**2  # the paths kept: long names cost more than entries
+VENV_MAX_ENTRIES = 1_000_000
+WALK_MAX_SECONDS = 60.0
+HOOKS_NAMED = 20  # start-up hooks named in the result's warnings
+
+
+@dataclass
+class Judgement:
+    verdict: Verdict
+    final: TestVerdict
+    with_model_tests: TestVerdict | None
+    snapshot: Snapshot
+    plan: TreePlan
+
+
+def startup_hooks(venv: Path) -> dict[str, int]:
+    """Start-up hook files under a venv → size, to tell what the agent phase added. A venv
+    that is a link (the sandbox can swap one in) is not walked: on the host it leads to a
+    host directory, whose file names would reach the result's warnings."""
+    found: dict[str, int] = {}
+    if venv.is_symlink() or not venv.is_dir():
+        return found
+    try:
+        for path, info in walk_tree(venv, max_entries=VENV_MAX_ENTRIES,
+                                    max_seconds=WALK_MAX_SECONDS):
+            if _STARTUP_HOOK.search(path) and not stat.S_ISDIR(info.st_mode):
+                found[path] = info.st_size
+                if len(found) > TREE_MAX_ENTRIES:  # millions of .pth files: bounded too
+                    raise TreeTooLarge(f"over {TREE_MAX_ENTRIES:,} start-up hooks")
+    except TreeTooLarge as exc:  # said as a hook, so it shows among the warnings
+        found[f"<the venv was not walked further: {exc}>"] = -1
+    return found
+
+
+class VerdictRunner:
+    def __init__(self, sandbox: Sandbox | None, repo: HostRepo, test_command: str,
+                 scratch: Path, *, open_sandbox: SandboxFactory | None = None,
+                 config: SandboxConfig | None = None) -> None:
+        """`sandbox` is the agent's, stopped before each snapshot; None once it is gone
+        (a review's change replayed after the run), with `config` (the agent sandbox's)
+        and `open_sandbox` to build the fresh ones."""
+        self.sandbox, self.repo, self.test_command = sandbox, repo, test_command
+        self.scratch = scratch
+        if sandbox is None:
+            if config is None or open_sandbox is None:
+                raise ValueError("a runner without a sandbox needs config and open_sandbox")
+            self.config, self.open_sandbox = config, open_sandbox
+        else:
+            self.config = config or sandbox.config  # type: ignore[attr-defined]
+            self.open_sandbox = open_sandbox or type(sandbox)
+        self.runs = 0
+        self._material: tuple[TestVerdict, TestMaterial] | None = None
+        self.private_copy = scratch / "private-after-setup"
+        self.hooks_after_setup: dict[str, int] = {}
+        self.setup_left_out: list[str] = []  # FIFOs, devices, too deep: not in the copy
+
+    def capture_setup(self) -> None:
+        """Copy the private area as setup left it; every harness run starts from it."""
+        self.scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
+        remove_tree(self.private_copy)
+        self.setup_left_out = copy_tree(self.config.private_dir, self.private_copy,
+                                        skip_top=frozenset({"etc"}))
+        self.hooks_after_setup = startup_hooks(self.private_copy / "venv")
+
+    def venv_changes(self) -> list[str]:
+        """Start-up hooks the agent phase added to or changed in its venv (not used by
+        the verdict, which runs with the copy; said in the result)."""
+        now = startup_hooks(self.config.private_dir / "venv")
+        changed = sorted(p for p, size in now.items() if self.hooks_after_setup.get(p) != size)
+        if len(changed) <= HOOKS_NAMED:  # each one a line of the PR body's warnings
+            return changed
+        # A bound that stopped the walk is named first: it explains why the list ends.
+        ordered = sorted(changed, key=lambda p: not p.startswith("<"))
+        return [*ordered[:HOOKS_NAMED], f"… and {len(changed) - HOOKS_NAMED} more"]
+
+    def run(self, tree: str, label: str, timeout: float) -> TestVerdict:
+        self.runs += 1
+        where = self.scratch / f"{self.runs:02d}-{label}"
+        workspace, private, channel = where / "workspace", where / "private", where / "channel"
+        self.repo.materialize(tree, workspace)
+        if self.private_copy.is_dir():
+            copy_tree(self.private_copy, private)
+        else:
+            private.mkdir(parents=True)
+        # Host-owned and bound read-only: the tests can write the FIFOs in it, never
+        # remove, replace or rewrite them.
+        channel.mkdir(mode=0o755)
+        shutil.copytree(GUARD_DIR, channel / "guard", ignore=shutil.ignore_patterns("__pycache__"))
+        token = secrets.token_hex(16)
+        request = report_request(self.test_command, str(channel), token,
+                                 guard=(str(channel / "guard"), str(channel / f"{token}.guard")))
+        report_pipe = ReportPipe(Path(request.inside_path))
+        guard_pipe = ReportPipe(channel / f"{token}.guard", GUARD_MAX_BYTES,
+                                label="the pytest guard's report",
+                                max_total_bytes=GUARD_MAX_TOTAL_BYTES)
+        config = dataclasses.replace(self.config, workspace=workspace, private_dir=private,
+                                     extra_ro_binds=[*self.config.extra_ro_binds, channel])
+        try:
+            with self.open_sandbox(config) as fresh:
+                before = bounded_tree_state(workspace)  # once the sandbox owns it
+                result = fresh.exec(request.command, timeout=timeout)
+            after = bounded_tree_state(workspace)
+            changed = (changed_paths(before, after) if isinstance(before, dict)
+                       and isinstance(after, dict) else [])
+        finally:
+            writes = documents(request.kind, report_pipe.close())
+            guard_writes = guard_pipe.close()
+            remove_tree(where)  # the sandbox wrote there: deep trees, links
+        bounds = [why for why in (report_pipe.overflow(), guard_pipe.overflow(),
+                                  tree_overflow(before, after)) if why]
+        tests = (merge_reports(request.kind, writes, bounds)
+                 if report_pipe.overflow() is None else None)
+        output = result.stdout + ("\n" + result.stderr if result.stderr else "")
+        if request.kind == "go-json" and writes:
+            output = go_output(b"".join(writes)) + result.stderr
+        output = output.replace(request.inside_path, "<the harness's report>")
+        report = request.kind if tests is not None else "none" if not writes else "missing"
+        return TestVerdict(command=self.test_command, exit_code=result.exit_code,
+                           timed_out=result.timed_out, seconds=result.seconds, output=output,
+                           tests=tests or {}, report=report,
+                           report_writes=len(writes) + report_pipe.dropped,
+                           guard=with_bounds(guard_findings(guard_writes,
+                                                            guard_pipe.overflow() is not None),
+                                             bounds),
+                           changed_during_run=changed)
+
+    def baseline(self, timeout: float) -> TestVerdict:
+        """The base with its trusted tests (`HostRepo.test_base`)."""
+        return self.run(self.repo.test_base, "baseline", timeout)
+
+    def judge(self, baseline: TestVerdict, timeout: float) -> Judgement:
+        """Snapshot the stopped sandbox's work tree and decide on it."""
+        if self.sandbox is None:
+            raise ValueError("no agent sandbox to snapshot; use judge_snapshot")
+        self.sandbox.stop()
+        return self.judge_snapshot(baseline, self.repo.snapshot(), timeout)
+
+    def judge_snapshot(self, baseline: TestVerdict, snapshot: Snapshot,
+                       timeout: float) -> Judgement:
+        """The verdict on a tree the host holds, against `self.repo.base`: the tree with
+        the base's test files and test configuration restored, then the model's own tests
+        reported apart. A tree made after the agent's sandbox is gone (a review's change
+        replayed on a moved branch) is judged here the same way."""
+        # The test files the bot's own earlier commits changed go back too (a review on
+        # its PR: HostRepo.distrust), though this change left them alone.
+        drift = [] if self.repo.test_base == self.repo.base else \
+            self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
+        material = self.material(baseline)
+        plan = plan_verdict_tree(snapshot.paths, self.repo.read_base, self._reader(snapshot),
+                                 material)
+        restore = {*plan.restore, *(p for p in drift if is_test_path(p) or is_test_config(p)
+                                    or material.holds(p))}
+        verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
+        if plan.restored_files:  # library files with their original doctest examples
+            verdict_tree = tree_with_files(self.repo, verdict_tree, plan.restored_files,
+                                           self.scratch)
+        final = self.run(verdict_tree, "verdict", timeout)
+        with_model_tests = None
+        model_test_files = [p for p in plan.model_tests if not is_test_config(p)]
+        if model_test_files and not plan.refusals:
+            # The model's own tests, with the original configuration: reported
+            # separately, never counted for the original tests.
+            configs = [p for p in plan.restore if is_test_config(p)]
+            tree = self.repo.tree_with_base_paths(snapshot.tree, configs)
+            with_model_tests = self.run(tree, "model-tests", timeout)
+        verdict = decide(baseline, final, plan, with_model_tests)
+        # Said to the reviewer, never refused: what no test run tells from a fix.
+        verdict.read_first = scan_change(snapshot.paths, self.repo.read_base,
+                                         self._reader(snapshot), failing_tests(baseline))
+        check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
+        return Judgement(verdict, final, with_model_tests, snapshot, plan)
+
+    def _reader(self, snapshot: Snapshot) -> Callable[[str], bytes | None]:
+        """Candidate file contents, read from the host's git objects (never the tree)."""
+        return lambda path: self.repo.read(snapshot.tree, path)
+
+    def material(self, baseline: TestVerdict) -> TestMaterial:
+        """What the baseline's run says is test material (kept: one baseline a run)."""
+        cached = self._material
+        if cached is None or cached[0] is not baseline:
+            cached = self._material = (baseline, material_from(baseline,
+                                                               self.repo.base_paths()))
+        return cached[1]
+
+
+def tree_with_files(repo: HostRepo, tree: str, files: dict[str, bytes], scratch: Path
+                    ) -> str:
+    """`tree` with each path's content replaced by `files[path]`, its mode kept; the
+    blobs are written into the host's own git directory, never into a work tree."""
+    scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
+    index, blob = scratch / "files.index", scratch / "files.blob"
+    index.unlink(missing_ok=True)
+    env = {"GIT_INDEX_FILE": str(index)}
+    run_git("read-tree", tree, git_dir=repo.git_dir, env=env)
+    for path, content in sorted(files.items()):
+        blob.write_bytes(content)
+        sha = run_git("hash-object", "-w", "--stdin", git_dir=repo.git_dir,
+                      input_file=blob).decode().strip()
+        entry = run_git("--literal-pathspecs", "ls-files", "-s", "--", path,
+                        git_dir=repo.git_dir, env=env).decode().split()
+        mode = entry[0] if entry else "100644"
+        run_git("update-index", "--cacheinfo", f"{mode},{sha},{path}", git_dir=repo.git_dir,
+                env=env)
+    written = run_git("write-tree", git_dir=repo.git_dir, env=env).decode().strip()
+    index.unlink(missing_ok=True)
+    blob.unlink(missing_ok=True)
+    return written
+
+
+def guard_findings(writes: list[bytes], oversize: bool) -> dict[str, list[str]] | None:
+    """The pytest guard's findings; None when it was silent (not loaded)."""
+    if not writes and not oversize:
+        return None
+    if len(writes) != 1 or oversize:
+        return {"tampered": [f"the harness's pytest guard report was written {len(writes)} "
+                             "times or oversize: something besides the guard wrote it"]}
+    try:
+        found = json.loads(writes[0])
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        return {"tampered": ["the harness's pytest guard report is unreadable"]}
+    return {str(k): sorted(map(str, v)) for k, v in found.items() if isinstance(v, list)}
+
+
+def with_bounds(guard: dict[str, list[str]] | None,
+                bounds: list[str]) -> dict[str, list[str]] | None:
+    """The guard's findings with the channels that went past their bound (verdict.py
+    names them; a baseline that passed the same bound makes it no news)."""
+    return {**(guard or {}), "bounds": bounds} if bounds else guard
+
+
+FileState = tuple[int, int, int, int]  # inode, ctime ns, size, mode: a write changes one
+TreeState = dict[str, FileState] | str  # or why the walk stopped
+
+
+def tree_state(root: Path, max_entries: int = TREE_MAX_ENTRIES,
+               max_path_chars: int = TREE_MAX_PATH_CHARS,
+               max_seconds: float = WALK_MAX_SECONDS) -> dict[str, FileState]:
+    """Every file and link under `root` (no `__pycache__`), without following links;
+    TreeTooLarge past `max_entries` entries, `max_path_chars` or `max_seconds`."""
+    state: dict[str, FileState] = {}
+    chars = 0
+    for path, info in walk_tree(root, max_entries=max_entries, max_seconds=max_seconds,
+                                skip_dirs=frozenset({"__pycache__"})):
+        if not stat.S_ISDIR(info.st_mode) and path.rsplit("/", 1)[-1] != "__pycache__":
+            state[path] = (info.st_ino, info.st_ctime_ns, info.st_size, info.st_mode)
+            chars += len(path)
+            if chars > max_path_chars:
+                raise TreeTooLarge(f"over {max_path_chars:,} characters of paths")
+    return state
+
+
+def bounded_tree_state(root: Path) -> TreeState:
+    try:
+        return tree_state(root)
+    except TreeTooLarge as exc:
+        return f"the work tree was not walked further: {exc}"
+
+
+def tree_overflow(before: TreeState, after: TreeState) -> str | None:
+    return next((state for state in (before, after) if isinstance(state, str)), None)
+
+
+def changed_paths(before: dict[str, FileState], after: dict[str, FileState]) -> list[str]:
+    """Test files, test configuration, start-up hooks and Python code that the run
+    created, changed (even if changed back: the ctime says so) or deleted."""
+    touched = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    return sorted(p for p in touched if is_test_config(p) or p.endswith((".py", ".pth"))
+                  or (is_test_path(p) and not p.endswith((".pyc", ".log"))))
