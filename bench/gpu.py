@@ -1,6 +1,6 @@
 """`python3 -m bench gpu`: FrogNano-shaped speed on a GPU (issue 12, items 4 and 5).
 
-On a random-weight GGUF with FrogNano-4B's shape (tests/gguf_factory.py; speed depends on
+On a random-weight GGUF with FrogNano-4B's shape (tests/support/gguf_factory.py; speed depends on
 shapes and quantisation, not weight values): load time, prefill and decode after 8k and
 32k tokens, the 30-turn Leaf-shaped session (a Read call per turn, ~1,500 characters of
 tool output) append-only with each recovery state and re-rendered, VRAM, and runs per
@@ -182,7 +182,7 @@ def prefill_decode(path: Path, settings: Any, tokens: int, decode: int) -> tuple
 def measure(plan: Plan, out: Path) -> Path:
     from bench.runs_per_gpu import measure_runs
     from solver.models.llama_resident import load_resident, unload_all
-    from tests.gguf_factory import frognano_shape, make_frognano_shaped
+    from tests.support.gguf_factory import frognano_shape, make_frognano_shaped
 
     deadline = time.monotonic() + plan.budget_s
     results = Results(out / "results.jsonl")

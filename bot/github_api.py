@@ -1,7 +1,7 @@
 """The handful of GitHub verbs the bot needs; nothing else in the project sees githubkit.
 
 `bot/github_client.py` implements this protocol with githubkit; tests run it
-against the local fake GitHub under `tests/fake_github/`.
+against the local fake GitHub under `tests/support/fake_github/`.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ class LlamaEnvSettings(BaseSettings):
 _SOURCES = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
                               populate_by_name=True)
 # The default limit of one patch; the same number as solver/hostgit.DEFAULT_MAX_DIFF_BYTES
-# (bot/ does not import workers/; tests/test_settings.py holds them equal).
+# (bot/ does not import workers/; tests/unit/bot/test_settings.py holds them equal).
 DEFAULT_MAX_DIFF_BYTES = 5 * 1024 * 1024
 
 

@@ -4,7 +4,7 @@
     python3 -m frognano.settings_doc --write README.md
     python3 -m frognano.settings_doc --check README.md   # exit 1 when it differs
 
-The table lives between two marker lines in the README; tests/test_settings.py fails
+The table lives between two marker lines in the README; tests/unit/bot/test_settings.py fails
 when it is not what this module makes of the model.
 """
 

@@ -11,7 +11,8 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 collect_ignore = ["fixtures"]
-pytest_plugins = ("tests.conftest_gguf", "tests.redis_server", "tests.postgres_server")
+pytest_plugins = ("tests.support.conftest_gguf", "tests.support.redis_server",
+                  "tests.support.postgres_server", "tests.support.fake_github.fixtures")
 
 
 def unpack(tarball: Path, dest: Path) -> None:
@@ -56,3 +57,14 @@ def make_repo(path: Path, files: dict[str, str] | None = None,
 def calc_repo(tmp_path: Path) -> Path:
     """The calculator repository whose `add` is broken (one failing test, one passing)."""
     return make_repo(tmp_path / "calc", template="calc_repo")
+
+
+E2E_DIR = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/e2e/ is the `e2e` marker: `-m e2e` runs the whole product end to end,
+    `-m "not e2e and not reliability"` the unit tests alone."""
+    for item in items:
+        if E2E_DIR in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)

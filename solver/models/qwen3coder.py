@@ -14,7 +14,7 @@ zero or more XML tool calls::
 
 The behavioural reference is vLLM's `qwen3_coder` tool parser (0.20, the last
 release where it is plain Python), which served FrogNano in Microsoft's
-evaluation; tests/test_fidelity.py holds the case table. Where this parser
+evaluation; tests/unit/solver/agent/test_fidelity.py holds the case table. Where this parser
 deliberately differs, the code says so; in short: it keeps file contents that
 contain these tags intact, where vLLM cuts them at the first `</parameter>`.
 

@@ -28,8 +28,8 @@ from bot.events import sign
 from bot.settings import BotSettings
 from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import make_repo
-from tests.fake_github.server import FakeGitHub
-from tests.redis_server import RedisServer, start_redis
+from tests.support.fake_github.server import FakeGitHub
+from tests.support.redis_server import RedisServer, start_redis
 
 SECRET = "webhook-secret-of-at-least-32-characters"
 OWNER = "octo"

@@ -40,7 +40,7 @@ from solver.run_path import open_workspace, prepare
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

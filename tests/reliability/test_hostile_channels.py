@@ -30,7 +30,7 @@ from solver.verdict import verdict_run
 from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir, running_sandbox
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir, running_sandbox
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -2,7 +2,7 @@
 
 A new user clones the project and runs `frognano up` in the clone, so the receiver's
 working directory is the repository. The setup flow runs for real (a uvicorn receiver, the
-fake GitHub's manifest conversion, as tests/test_app_setup.py drives it) from inside a git
+fake GitHub's manifest conversion, as tests/unit/bot/test_setup_flow.py drives it) from inside a git
 work tree that carries the project's own `.gitignore`; then the user's next move, `git add
 -A && git commit`, must not carry the App's private key or webhook secret.
 """
@@ -21,9 +21,9 @@ import pytest
 
 from bot.settings import BotSettings
 from tests.conftest import git, make_repo
-from tests.fake_github import FakeGitHub
 from tests.reliability.conftest import Recorder
-from tests.test_app_setup import Receiver, manifest_form, redeem, unconfigured
+from tests.support.fake_github import FakeGitHub
+from tests.unit.bot.test_setup_flow import Receiver, manifest_form, redeem, unconfigured
 
 pytestmark = [pytest.mark.reliability]
 

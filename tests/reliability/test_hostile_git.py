@@ -30,7 +30,7 @@ from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git, make_repo
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
-from tests.sandbox_support import HAVE_BWRAP, make_host_repo, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, make_host_repo, reachable_dir
 from workers.repo_cache import RepoCache
 
 pytestmark = [pytest.mark.reliability,

@@ -18,7 +18,7 @@ import pytest
 from solver.models.scripted import final_answer, think_and_call
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack, wait_for
-from tests.sandbox_support import HAVE_BWRAP
+from tests.support.sandbox_support import HAVE_BWRAP
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

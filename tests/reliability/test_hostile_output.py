@@ -21,12 +21,12 @@ from dotenv import dotenv_values
 from bot.app_manifest import app_manifest
 from bot.markdown import ZWSP
 from solver.models.scripted import final_answer, think_and_call
-from tests.fake_github import FakeGitHub
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
-from tests.sandbox_support import HAVE_BWRAP
-from tests.test_app_setup import TOKEN, Receiver, manifest_form, redeem, unconfigured
-from tests.test_markdown_safety import EVIL, SUMMARY, live, tokens
+from tests.support.fake_github import FakeGitHub
+from tests.support.sandbox_support import HAVE_BWRAP
+from tests.unit.bot.test_markdown_safety import EVIL, SUMMARY, live, tokens
+from tests.unit.bot.test_setup_flow import TOKEN, Receiver, manifest_form, redeem, unconfigured
 
 pytestmark = [pytest.mark.reliability]
 

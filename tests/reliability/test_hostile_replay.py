@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import git, make_repo
+from tests.e2e.test_pipeline import SCRIPT, human_push
+from tests.e2e.test_review_races import BRANCH, bot_pr, review, review_run, when_the_bot_pushes
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack
-from tests.sandbox_support import HAVE_BWRAP
-from tests.test_pipeline_e2e import SCRIPT, human_push
-from tests.test_review_races_e2e import BRANCH, bot_pr, review, review_run, when_the_bot_pushes
+from tests.support.sandbox_support import HAVE_BWRAP
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -33,10 +33,10 @@ from solver.run_path import (
     prepare,
 )
 from tests.conftest import git, make_repo
+from tests.e2e.test_pipeline import human_push
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from tests.test_pipeline_e2e import human_push
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

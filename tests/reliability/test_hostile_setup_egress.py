@@ -3,7 +3,7 @@ out of the setup phase and looks everywhere for the private index's token.
 
 Through the real `frognano solve` with bubblewrap: the inferred `pip install -e .` runs
 the repository's setup.py with network on. The operator's private index (HTTP with basic
-auth on 127.0.0.1, tests/private_index.py) is FROGNANO_PIP_INDEX_URL, token and all, and
+auth on 127.0.0.1, tests/support/private_index.py) is FROGNANO_PIP_INDEX_URL, token and all, and
 holds `corp-helper`, which the project needs. The setup.py, as an attacker would, reads
 every process's environment and command line, pip's config files and everything readable
 under /etc, /run, /tmp, /frognano and /workspace for a URL with credentials; it tries
@@ -35,9 +35,9 @@ import pytest
 from solver.agent.transcript import read_transcript
 from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git, make_repo
-from tests.private_index import PrivateIndex, make_wheel, private_index
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.support.private_index import PrivateIndex, make_wheel, private_index
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

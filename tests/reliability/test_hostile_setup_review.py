@@ -29,6 +29,7 @@ import pytest
 from solver.agent.transcript import read_transcript
 from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from tests.conftest import git, make_repo
+from tests.e2e.test_pipeline import finished_run
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import (
     CALC_ISSUE,
@@ -44,8 +45,7 @@ from tests.reliability.stack import (
     wait_for,
 )
 from tests.reliability.test_real_projects import _local_index
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from tests.test_pipeline_e2e import finished_run
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

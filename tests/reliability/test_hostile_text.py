@@ -37,8 +37,8 @@ from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
-from tests.test_markdown_safety import live
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.unit.bot.test_markdown_safety import live
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -20,7 +20,7 @@ from solver.policy import forbidden_paths
 from tests.conftest import git
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC, OWNER, Stack, StackOptions, running_stack, wait_for
-from tests.sandbox_support import HAVE_BWRAP, make_host_repo, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, make_host_repo, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

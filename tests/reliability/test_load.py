@@ -36,7 +36,7 @@ from tests.reliability.stack import (
     stop_worker,
     wait_for,
 )
-from tests.sandbox_support import HAVE_BWRAP
+from tests.support.sandbox_support import HAVE_BWRAP
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

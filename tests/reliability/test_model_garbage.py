@@ -22,7 +22,7 @@ from solver.agent.harness import SolveLimits, solve
 from solver.agent.transcript import Transcript
 from solver.models.scripted import ScriptedModel, think_and_call
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, host_repo, running_sandbox
+from tests.support.sandbox_support import HAVE_BWRAP, host_repo, running_sandbox
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -21,7 +21,7 @@ from tests.reliability.stack import (
     slow_fix_script,
     wait_for,
 )
-from tests.sandbox_support import HAVE_BWRAP, host_pids_with
+from tests.support.sandbox_support import HAVE_BWRAP, host_pids_with
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -15,7 +15,7 @@ import pytest
 from sandbox import SandboxLimits
 from sandbox.base import Sandbox, SandboxError
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, host_pids_with, host_repo, running_sandbox
+from tests.support.sandbox_support import HAVE_BWRAP, host_pids_with, host_repo, running_sandbox
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -15,8 +15,8 @@ import pytest
 from sandbox import SandboxLimits
 from sandbox.trees import remove_tree
 from tests.reliability.conftest import Recorder
-from tests.sandbox_attack import WORKERS, run_steps, worker_home
-from tests.sandbox_support import HAVE_BWRAP
+from tests.support.sandbox_attack import WORKERS, run_steps, worker_home
+from tests.support.sandbox_support import HAVE_BWRAP
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed"),

@@ -1,6 +1,6 @@
 """Hostile issue, red team (issue 9): what a shell in the sandbox could still reach of the
 host after the sealing. Each attack runs in a real bubblewrap sandbox with the
-attacker's own moves, the worker as root and as a non-root user (tests/sandbox_attack.py):
+attacker's own moves, the worker as root and as a non-root user (tests/support/sandbox_attack.py):
 the worker's kernel keyring, the host's services during the setup phase (a real
 redis-server on 127.0.0.1, an abstract unix socket, the cloud metadata address) and hard
 links to host files that a root worker's chown would then hand over."""
@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.redis_server import start_redis
 from tests.reliability.conftest import Recorder
-from tests.sandbox_attack import WORKERS, run_steps, worker_home
-from tests.sandbox_support import HAVE_BWRAP
+from tests.support.redis_server import start_redis
+from tests.support.sandbox_attack import WORKERS, run_steps, worker_home
+from tests.support.sandbox_support import HAVE_BWRAP
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed"),

@@ -1,6 +1,6 @@
 """Hostile issue, sandbox side (issue 9 §2, §3, §4, §7): the model has a shell in a real
 bubblewrap sandbox and attacks the sandbox itself. Each attack runs with the worker as
-root and as a non-root user (tests/sandbox_attack.py), with the attacker's own moves."""
+root and as a non-root user (tests/support/sandbox_attack.py), with the attacker's own moves."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from sandbox import SandboxLimits
 from tests.reliability.conftest import Recorder
-from tests.sandbox_attack import WORKERS, run_steps, worker_home
-from tests.sandbox_support import HAVE_BWRAP
+from tests.support.sandbox_attack import WORKERS, run_steps, worker_home
+from tests.support.sandbox_support import HAVE_BWRAP
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed"),

@@ -25,7 +25,7 @@ from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_real_projects import ISSUE, PROJECTS, _local_index, _repo
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

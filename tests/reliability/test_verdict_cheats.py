@@ -29,7 +29,7 @@ from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import git, unpack
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

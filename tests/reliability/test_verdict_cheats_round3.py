@@ -34,7 +34,7 @@ from tests.reliability.test_verdict_cheats import (
     _write_files,
     run,
 )
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

@@ -33,7 +33,7 @@ from tests.reliability import test_real_projects as real
 from tests.reliability import test_verdict_cheats as cheats
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import MAINTAINER, OWNER, StackOptions, running_stack, wait_for
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]

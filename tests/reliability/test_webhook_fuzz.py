@@ -22,8 +22,8 @@ from bot.app import create_app
 from bot.events import sign
 from bot.settings import BotSettings
 from bot.triggers import CONTROL_QUEUE_SUFFIX
-from tests.redis_server import RedisServer, start_redis
 from tests.reliability.conftest import Recorder
+from tests.support.redis_server import RedisServer, start_redis
 
 pytestmark = pytest.mark.reliability
 

@@ -1,0 +1,456 @@
+"""The run dashboard: auth, escaping, the PR link shape, live updates, /healthz and /metrics
+through the receiver, on SQLite and PostgreSQL, and the pages in a real headless Chromium
+(Debian's `chromium`, driven by playwright-python)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.testclient import TestClient
+
+from bot.app import create_app
+from bot.dashboard import compare_tests
+from bot.settings import BotSettings
+from bot.triggers import Trigger
+from runstore.store import RunStore
+from solver.agent.run_events import (
+    BaselineDone,
+    Feedback,
+    Observation,
+    Outputs,
+    RunFinished,
+    TestsJudged,
+)
+from solver.agent.transcript import Transcript
+from solver.models.base import Usage
+from solver.verdict.change_flags import ChangeFlag
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.verdict import Verdict
+from tests.support.redis_server import RedisServer
+from tests.support.run_events import finished, ran_tests, started, turn
+from workers.run_recording import RunRecorder
+
+TOKEN = "dashboard-token-for-tests"
+CHROMIUM = Path("/usr/bin/chromium")
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+DIFF = """diff --git a/calc.py b/calc.py
+--- a/calc.py
++++ b/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a - b
++    return a + b
+"""
+
+
+class _NoEnqueue:
+    def enqueue(self, trigger: Trigger) -> str:
+        raise AssertionError("the dashboard tests deliver no webhooks")
+
+    def close(self) -> None:
+        pass
+
+
+# A suite the size of toolz's (192 tests), of which the change moved two.
+UNCHANGED = {**{f"tests/test_more.py::test_{n:03d}": "passed" for n in range(188)},
+             "tests/test_more.py::test_net": "skipped", "tests/test_more.py::test_slow": "skipped"}
+
+
+def _tests(passed: bool, state: str) -> TestVerdict:
+    added = {"tests/test_calc.py::test_add_floats": "passed"} if passed else {}
+    return ran_tests({"tests/test_calc.py::test_add": state,
+                      "tests/test_calc.py::test_sub": "passed", **added, **UNCHANGED},
+                     passed=passed, seconds=0.4, output=f"1 {state}")
+
+
+def record_finished_run(store: RunStore, tmp_path: Path) -> int:
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=1, trigger="label", attempt=1)
+    with Transcript(tmp_path / "finished.jsonl") as transcript:
+        events = Outputs(transcript, recorder)
+        events.emit(started())
+        events.emit(BaselineDone(tests=_tests(False, "failed")))
+        events.emit(turn(1, reasoning="SECRET-REASONING: add uses minus", calls=[
+            ("Bash", {"command": "cat calc.py"}, Observation("c1", "Bash", HOSTILE, 0.2))],
+            prompt_tokens=900, evaluated=900, completion_tokens=40, model_seconds=1.0))
+        events.emit(turn(2, content="Fixed `add`.", reasoning="done", prompt_tokens=950,
+                         evaluated=50, completion_tokens=10, model_seconds=0.5))
+        final = _tests(True, "passed")
+        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final,
+                                verdict=Verdict(accepted=True), model_tests=None))
+        events.emit(finished(_tests(False, "failed"), final, diff=DIFF, steps=2, seconds=42.0,
+                             usage=Usage(prompt_tokens=1850, prompt_tokens_evaluated=950,
+                                         completion_tokens=50, prompt_seconds=0.3,
+                                         completion_seconds=2.5)))
+    recorder.set_pr_url("https://github.example/octo/calc/pull/1")
+    recorder.finish("passed", outcome="pr_opened")
+    assert recorder.run_id is not None
+    return recorder.run_id
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[RunStore]:
+    """On SQLite and on PostgreSQL (tests/support/postgres_server.py): the pages and /metrics run
+    the same queries on both."""
+    store = RunStore(database_url)
+    yield store
+    store.close()
+
+
+def make_app(store: RunStore, redis_server: RedisServer, tmp_path: Path, **auth: str) -> Any:
+    settings = BotSettings(GITHUB_WEBHOOK_SECRET="s" * 32, FROGNANO_REDIS_URL=redis_server.url,
+                           **auth)
+    return create_app(settings, enqueuer=_NoEnqueue(), redis_client=redis_server.client(),
+                      run_store=store, setup_env_path=tmp_path / ".env")
+
+
+@pytest.fixture
+def client(store: RunStore, redis_server: RedisServer, tmp_path: Path) -> Iterator[TestClient]:
+    with TestClient(make_app(store, redis_server, tmp_path, FROGNANO_DASHBOARD_TOKEN=TOKEN),
+                    follow_redirects=False) as client:
+        yield client
+
+
+# --- over HTTP ----------------------------------------------------------------------------
+
+
+def test_without_auth_configured_the_dashboard_refuses(store: RunStore,
+                                                       redis_server: RedisServer,
+                                                       tmp_path: Path) -> None:
+    record_finished_run(store, tmp_path)
+    with TestClient(make_app(store, redis_server, tmp_path)) as client:
+        for path in ("/runs", "/runs/1", "/runs/octo/calc/1/1"):
+            answer = client.get(path)
+            assert answer.status_code == 403
+            assert "FROGNANO_DASHBOARD_TOKEN" in answer.text
+            assert "SECRET-REASONING" not in answer.text
+        assert client.get("/runs/1/live").status_code == 403
+
+
+def test_token_once_in_the_url_then_a_cookie(client: TestClient) -> None:
+    assert client.get("/runs").status_code == 401
+    assert client.get("/runs?token=wrong").status_code == 401
+    answer = client.get(f"/runs?status=passed&token={TOKEN}")
+    assert answer.status_code == 303 and answer.headers["location"] == "/runs?status=passed"
+    cookie = answer.cookies.get("frognano_dashboard")
+    assert cookie and TOKEN not in cookie
+    assert "httponly" in answer.headers["set-cookie"].lower()
+    assert client.get("/runs").status_code == 200  # the cookie jar carries it now
+    client.cookies.clear()
+    assert client.get("/runs", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_login_form_sets_the_cookie_and_never_redirects_offsite(client: TestClient) -> None:
+    answer = client.post("/runs/login", content=f"token={TOKEN}&next=//evil.example/x",
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert answer.status_code == 303 and answer.headers["location"] == "/runs"
+    assert client.get("/runs").status_code == 200
+
+
+def test_basic_auth(store: RunStore, redis_server: RedisServer, tmp_path: Path) -> None:
+    app = make_app(store, redis_server, tmp_path, FROGNANO_DASHBOARD_USER="ops",
+                   FROGNANO_DASHBOARD_PASSWORD="pw")
+    with TestClient(app) as client:
+        denied = client.get("/runs")
+        assert denied.status_code == 401 and "Basic" in denied.headers["www-authenticate"]
+        good = base64.b64encode(b"ops:pw").decode()
+        bad = base64.b64encode(b"ops:nope").decode()
+        assert client.get("/runs", headers={"Authorization": f"Basic {bad}"}).status_code == 401
+        assert client.get("/runs", headers={"Authorization": f"Basic {good}"}).status_code == 200
+
+
+def test_run_page_escapes_the_transcript(client: TestClient, store: RunStore,
+                                         tmp_path: Path) -> None:
+    run_id = record_finished_run(store, tmp_path)
+    client.get(f"/runs?token={TOKEN}")
+    page = client.get(f"/runs/{run_id}")
+    assert page.status_code == 200
+    assert "window.__pwned" in page.text and "<script>window.__pwned" not in page.text
+    assert "&lt;script&gt;window.__pwned" in page.text
+    assert "<img src=x" not in page.text
+    assert "script-src 'nonce-" in page.headers["content-security-policy"]
+    assert '<span class="diff-add">+    return a + b</span>' in page.text
+    assert '<details class="reasoning">' in page.text
+
+
+def test_run_page_puts_the_diff_and_changed_tests_first(client: TestClient, store: RunStore,
+                                                         tmp_path: Path) -> None:
+    run_id = record_finished_run(store, tmp_path)
+    client.get(f"/runs?token={TOKEN}")
+    html = client.get(f"/runs/{run_id}").text
+    assert html.index('id="diff"') < html.index('id="tests"') < html.index('id="events"')
+    changed = html[html.index('id="tests-changed"'):html.index('id="tests-unchanged"')]
+    assert "test_calc.py::test_add<" in changed and "test_add_floats" in changed
+    assert changed.count("<tr>") == 3, "a header and the two tests that changed state"
+    assert "test_more.py" not in changed and "test_sub" not in changed
+    assert "<summary>191 unchanged: 189 passed · 2 skipped</summary>" in html
+
+
+def test_compare_tests_orders_changes_for_a_reviewer() -> None:
+    before = {"passed": False, "tests": {"a": "passed", "b": "failed", "c": "passed",
+                                         "d": "skipped", "e": "passed", "g": "passed"}}
+    after = {"passed": False, "tests": {"a": "failed", "b": "passed", "d": "skipped",
+                                        "e": "passed", "f": "passed", "g": "passed"}}
+    tests = compare_tests(before, after)
+    assert tests.changed == [("a", "passed", "failed"), ("c", "passed", ""),
+                             ("b", "failed", "passed"), ("f", "", "passed")]
+    assert tests.unchanged == [("d", "skipped"), ("e", "passed"), ("g", "passed")]
+    assert tests.unchanged_counts == [("passed", 2), ("skipped", 1)]
+    baseline_only = compare_tests(before, None)  # the agent is still at work
+    assert baseline_only.changed == [] and not baseline_only.compared
+    assert len(baseline_only.unchanged) == 6
+
+
+def test_the_pr_link_shape_redirects_to_the_run(client: TestClient, store: RunStore,
+                                                tmp_path: Path) -> None:
+    run_id = record_finished_run(store, tmp_path)
+    client.get(f"/runs?token={TOKEN}")
+    answer = client.get("/runs/octo/calc/1/1")
+    assert answer.status_code == 303 and answer.headers["location"] == f"/runs/{run_id}"
+    assert client.get("/runs/octo/calc/1/9").status_code == 404
+    assert client.get("/runs/999").status_code == 404
+
+
+def test_live_endpoint_sends_new_records(client: TestClient, store: RunStore) -> None:
+    recorder = RunRecorder.start(store, repo="octo/live", issue=5, trigger="label", attempt=1)
+    recorder.emit(started(test_command="pytest"))
+    client.get(f"/runs?token={TOKEN}")
+    first = client.get(f"/runs/{recorder.run_id}/live?after=0").json()
+    assert first["status"] == "running" and not first["finished"] and first["next"] == 1
+    recorder.emit(Feedback(attempt=1, content="<b>tests failed</b>"))
+    second = client.get(f"/runs/{recorder.run_id}/live?after=1").json()
+    assert second["next"] == 2 and "&lt;b&gt;tests failed" in second["html"]
+    assert "Run started" not in second["html"]
+
+
+def test_healthz_checks_the_database_and_metrics_come_from_runs(
+        client: TestClient, store: RunStore, redis_server: RedisServer,
+        tmp_path: Path) -> None:
+    record_finished_run(store, tmp_path)
+    RunRecorder.start(store, repo="octo/calc", issue=2, trigger="label", attempt=1)
+    redis_server.client().rpush("frognano", "a", "b")
+    health = client.get("/healthz").json()
+    assert health["checks"]["database"]["ok"] is True
+    text = client.get("/metrics").text
+    for line in (
+        'frognano_runs{status="passed"} 1.0',
+        'frognano_runs{status="running"} 1.0',
+        'frognano_run_outcomes_total{exit_reason="tests_passed",status="passed"} 1.0',
+        'frognano_queue_depth{queue="frognano"} 2.0',
+        'frognano_queue_depth{queue="frognano-control"} 0.0',
+        'frognano_run_duration_seconds_bucket{le="60.0"} 1.0',
+        'frognano_run_duration_seconds_bucket{le="30.0"} 0.0',
+        'frognano_run_steps_sum 2.0',
+        'frognano_run_tokens_per_second_sum 20.0',
+        'frognano_prompt_tokens_sent_total 1850.0',
+        'frognano_prompt_tokens_evaluated_total 950.0',
+        'frognano_tool_calls_total{outcome="ok",tool="Bash"} 1.0',
+        'frognano_run_store_up 1.0',
+    ):
+        assert line in text, line
+    assert "frognano_sandbox_seconds_total 1.0" in text  # 0.4 + 0.2 + 0.4
+
+
+# --- in a real browser --------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def served(store: RunStore, redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
+    app = make_app(store, redis_server, tmp_path, FROGNANO_DASHBOARD_TOKEN=TOKEN)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+# The browser sees HTML only; the queries behind it run on both backends above.
+BROWSER_BACKEND = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@BROWSER_BACKEND
+def test_dashboard_in_chromium(served: str, browser: Any, store: RunStore,
+                               tmp_path: Path) -> None:
+    run_id = record_finished_run(store, tmp_path)
+    RunRecorder.start(store, repo="octo/other", issue=9, trigger="retry", attempt=2)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    page.goto(f"{served}/runs?token={TOKEN}")
+    assert page.url == f"{served}/runs", "the token leaves the address bar"
+    assert page.locator("tr.run-row").count() == 2
+    page.select_option("select[name=status]", "passed")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/runs?*status=passed*")
+    rows = page.locator("tr.run-row")
+    assert rows.count() == 1
+    assert "octo/calc" in rows.first.inner_text() and "tests_passed" in rows.first.inner_text()
+    assert rows.first.locator("a", has_text="PR").get_attribute("href") == \
+        "https://github.example/octo/calc/pull/1"
+
+    rows.first.locator("a.run-link").click()
+    page.wait_for_url(f"**/runs/{run_id}")
+    reasoning = page.locator("details.reasoning").first
+    assert reasoning.get_attribute("open") is None, "reasoning starts collapsed"
+    assert not page.get_by_text("SECRET-REASONING").is_visible()
+    reasoning.locator("summary").click()
+    assert page.get_by_text("SECRET-REASONING").is_visible()
+
+    output = page.locator("pre.tool-output").first.inner_text()
+    assert "<script>window.__pwned = 1</script>" in output, "shown as text"
+    assert page.evaluate("typeof window.__pwned") == "undefined", "and never run"
+    assert page.locator("pre.tool-output script, pre.tool-output img").count() == 0
+    assert "cat calc.py" in page.locator("pre.tool-args").first.inner_text()
+
+    added = page.locator(".diff .diff-add").first
+    assert added.inner_text() == "+    return a + b"
+    assert added.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(218, 251, 225)"
+    assert page.locator(".diff .diff-del").first.evaluate(
+        "e => getComputedStyle(e).backgroundColor") == "rgb(255, 235, 233)"
+    tests = page.locator("#tests").inner_text()
+    assert "test_add" in tests and "failed" in tests and "passed" in tests
+    assert page.locator("#tests-changed tbody tr").count() == 2
+    assert page.locator("#tests-unchanged").get_attribute("open") is None, "folded"
+    assert not page.locator("#tests-unchanged td", has_text="test_000").is_visible()
+    top = {name: page.locator(name).bounding_box()["y"] for name in ("#diff", "#tests", "#events")}
+    assert top["#diff"] < top["#tests"] < top["#events"], top
+    screenshot = tmp_path / "run-page.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+    assert screenshot.stat().st_size > 10_000
+    if os.environ.get("FROGNANO_SCREENSHOT_DIR"):
+        target = Path(os.environ["FROGNANO_SCREENSHOT_DIR"])
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, target / "run-page.png")
+
+    page.goto(f"{served}/runs/octo/calc/1/1")  # the link in the PR body
+    page.wait_for_url(f"**/runs/{run_id}")
+    assert errors == [], errors
+
+
+@BROWSER_BACKEND
+def test_run_page_updates_live_in_chromium(served: str, browser: Any,
+                                           store: RunStore) -> None:
+    recorder = RunRecorder.start(store, repo="octo/live", issue=3, trigger="label", attempt=1)
+    recorder.emit(started(test_command="pytest"))
+    page = browser.new_page()
+    page.goto(f"{served}/runs/{recorder.run_id}?token={TOKEN}")
+    assert page.locator("#run-status").inner_text() == "running"
+    recorder.emit(turn(1, content="looking", reasoning="hmm", calls=[
+        ("Glob", {"pattern": "*.py"}, Observation("c", "Glob", "calc.py", 0.01))],
+        prompt_tokens=10, evaluated=10, completion_tokens=7))
+    page.wait_for_selector('section.event-turn[data-seq="2"]', timeout=10_000)
+    assert page.locator("#run-steps").inner_text() == "1"
+    recorder.finish("failed", outcome="failed")
+    # The page's CSP forbids eval, so wait with locators rather than wait_for_function.
+    from playwright.sync_api import expect
+
+    expect(page.locator("#run-status")).to_have_text("failed", timeout=10_000)
+    expect(page.locator("#live-note")).to_have_count(0, timeout=10_000)  # reloaded, done
+
+
+# --- "Read this first": what no test run tells from a fix ---------------------------------
+
+FLAGGED_LINE = '    if (a, b) == (2, 3): return 5  # <b>special</b>'
+
+
+def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
+    """A run whose accepted change special-cases its failing test's inputs: the change
+    scan's flags ride in the verdict (solver/verdict/change_flags.py)."""
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=7, trigger="label", attempt=1)
+    flags = [ChangeFlag("calc.py", 2, "test-literal", f"decides on 3, exactly as the "
+                        f"failing test `tests/test_calc.py::test_add` uses: `{FLAGGED_LINE}`"),
+             ChangeFlag("calc.py", 5, "runtime-probe", "reads `sys.modules`")]
+    verdict = Verdict(accepted=True, read_first=flags)
+    with Transcript(tmp_path / "flagged.jsonl") as transcript:
+        events = Outputs(transcript, recorder)
+        events.emit(started())
+        events.emit(BaselineDone(tests=_tests(False, "failed")))
+        final = _tests(True, "passed")
+        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final, verdict=verdict,
+                                model_tests=None))
+        done = finished(_tests(False, "failed"), final, diff=DIFF, steps=1)
+        events.emit(RunFinished(result=dataclasses.replace(done.result, verdict=verdict)))
+    recorder.finish("passed", outcome="pr_opened")
+    assert recorder.run_id is not None
+    return recorder.run_id
+
+
+def test_run_page_puts_read_this_first_above_the_diff(client: TestClient, store: RunStore,
+                                                       tmp_path: Path) -> None:
+    run_id = record_flagged_run(store, tmp_path)
+    client.get(f"/runs?token={TOKEN}")
+    html = client.get(f"/runs/{run_id}").text
+    assert html.index('id="read-first"') < html.index('id="diff"') < html.index('id="tests"')
+    section = html[html.index('id="read-first"'):html.index('id="diff"')]
+    assert "<code>calc.py:2</code>" in section and "<code>calc.py:5</code>" in section
+    assert "&lt;b&gt;special&lt;/b&gt;" in section and "<b>special" not in section
+    plain = client.get(f"/runs/{record_finished_run(store, tmp_path)}").text
+    assert 'id="read-first"' not in plain, "an unflagged run has no such section"
+
+
+@BROWSER_BACKEND
+def test_read_this_first_in_chromium(served: str, browser: Any, store: RunStore,
+                                     tmp_path: Path) -> None:
+    run_id = record_flagged_run(store, tmp_path)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{served}/runs/{run_id}?token={TOKEN}")
+    section = page.locator("#read-first")
+    assert section.is_visible()
+    assert section.locator("li").count() == 2
+    text = section.inner_text()
+    assert "Read this first" in text and "calc.py:2" in text and "calc.py:5" in text
+    assert "<b>special</b>" in text, "the model's code is shown as text"
+    top = {name: page.locator(name).bounding_box()["y"]
+           for name in ("#read-first", "#diff", "#tests")}
+    assert top["#read-first"] < top["#diff"] < top["#tests"], top
+    box = section.bounding_box()
+    assert box["y"] < 900, "in the first screenful"
+    assert section.evaluate("e => getComputedStyle(e).borderTopColor") == "rgb(154, 103, 0)"
+    screenshot = tmp_path / "read-first.png"
+    section.screenshot(path=str(screenshot))
+    assert screenshot.stat().st_size > 5_000
+    if os.environ.get("FROGNANO_SCREENSHOT_DIR"):
+        target = Path(os.environ["FROGNANO_SCREENSHOT_DIR"])
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, target / "read-first.png")

@@ -1,0 +1,162 @@
+"""Hostile text through what the bot writes on GitHub: test output that tries to close
+its code fence, a model answer that tries to mention, link, embed and reference, paths
+and test names with backticks. Rendered by a real CommonMark parser (markdown-it-py),
+then checked for what GitHub would turn live on top of CommonMark: @mentions, #123
+references and bare URLs in text outside code."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from bot.markdown import ZWSP, code_span, fence, neutralize_mentions, quote_untrusted
+from bot.messages import (
+    STATUS_MARKER,
+    commit_message,
+    failure_comment,
+    pr_body,
+    refused_paths,
+    status_failed,
+)
+from tests.unit.workers.test_publish import report
+
+markdown_it = pytest.importorskip("markdown_it")  # comes with rich, a dependency
+
+EVIL = "https://evil.example/p.gif"
+FENCE_BREAK = ("E   assert 1 == 2\n````\n```\n``````````\n~~~\n"
+               f"@octocat look: [click]({EVIL}) ![pixel]({EVIL}) <img src={EVIL}>\n"
+               "<!-- hide the rest -->\n")
+SUMMARY = (
+    "## Done, merge now\n"
+    "@octocat and @acme/security-team: closes #1, fixes GH-2 and acme/other#3.\n"
+    f"[click me]({EVIL}) ![]({EVIL}) [![x]({EVIL})]({EVIL}) <img src={EVIL}>\n"
+    f"<{EVIL}> {EVIL} www.evil.example mail@evil.example\n"
+    "<details><summary>open</summary>hidden</details>\n```\n"
+    "&lt;script&gt; &#64;octocat\n"
+    f"    indented {EVIL}\n"
+    f"[ref]: {EVIL}\n[ref] and [click][ref]\n"
+    "- [ ] a task\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    "\u202eright-to-left override\n")
+# What GitHub links by itself in rendered text (not in code, links or attributes).
+GITHUB_AUTOLINKS = {
+    "mention": re.compile(r"(?<![\w`])@[A-Za-z0-9]"),
+    "reference": re.compile(r"#\d|\bGH-\d", re.IGNORECASE),
+    "url": re.compile(r"[a-z]+://|\bwww\.", re.IGNORECASE),
+    "email": re.compile(r"\w@\w"),
+}
+
+
+def tokens(text: str) -> list[Any]:
+    md = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    flat = []
+    for token in md.parse(text):
+        flat.append(token)
+        flat.extend(token.children or [])
+    return flat
+
+
+def live(text: str) -> dict[str, list[str]]:
+    """Everything in `text` that would be live on GitHub, by kind."""
+    found: dict[str, list[str]] = {}
+    for token in tokens(text):
+        if token.type in ("image", "link_open", "html_inline", "html_block"):
+            found.setdefault(token.type, []).append(str(token.attrs or token.content))
+        if token.type == "text":
+            for kind, pattern in GITHUB_AUTOLINKS.items():
+                found.setdefault(kind, []).extend(pattern.findall(token.content))
+        if token.type in ("code_inline", "fence", "code_block"):
+            found.setdefault("mention in code", []).extend(
+                GITHUB_AUTOLINKS["mention"].findall(token.content))
+    return {kind: hits for kind, hits in found.items() if hits}
+
+
+def test_the_hostile_strings_are_live_when_pasted_raw() -> None:
+    """The check can fail: raw, every trick works."""
+    raw = live(SUMMARY)
+    assert {"image", "link_open", "html_inline", "html_block", "mention", "reference",
+            "url"} <= set(raw)
+    # The old failure comment: four backticks when the output held three; a line of four
+    # in the output closed it.
+    output = f"E   assert 1 == 2\n````\n@octocat ![pixel]({EVIL})\n"
+    old_fence = "````" if "```" in output else "```"
+    naive = f"{old_fence}\n{output}{old_fence}"
+    assert "image" in live(naive) and "mention" in live(naive)
+
+
+def test_test_output_cannot_close_its_fence() -> None:
+    text = failure_comment(report(final_output=FENCE_BREAK, exit_reason="max_attempts"))
+    fences = [t for t in tokens(text) if t.type == "fence"]
+    assert len(fences) == 1
+    assert fences[0].content == neutralize_mentions(FENCE_BREAK.rstrip()) + "\n"
+    assert fences[0].markup == "`" * 11  # longer than the 10-backtick line inside
+    assert live(text) == {}
+    assert "@octocat" not in text and f"@{ZWSP}octocat" in text
+
+
+def test_the_model_summary_cannot_mention_link_embed_or_reference() -> None:
+    quoted = quote_untrusted(SUMMARY)
+    assert live(quoted) == {}
+    kinds = {t.type for t in tokens(quoted)}
+    assert not kinds & {"heading_open", "table_open", "bullet_list_open", "fence",
+                        "code_block"}, kinds
+    assert all(line.startswith(">") for line in quoted.splitlines())
+    # It still reads as what the model wrote, line by line.
+    text = "".join(t.content for t in tokens(quoted) if t.type == "text").replace(ZWSP, "")
+    assert "## Done, merge now" in text and f"[click me]({EVIL})" in text
+    assert "\\x202e" in text  # the bidi override is shown, not obeyed
+    assert [t.type for t in tokens(quoted)].count("hardbreak") == SUMMARY.count("\n") - 1
+
+
+def test_the_pr_body_has_only_the_bots_own_links() -> None:
+    body = pr_body(report(
+        summary=SUMMARY, warnings=[f"the diff adds a skip marker: @pytest.mark.skip {EVIL}"],
+        changed_tests=["tests/t.py::test_x[`@octocat`]: failed → passed"],
+        test_files_changed=["tests/@octocat/``x``.py"],
+        test_command="pytest -k '@octocat'"))
+    found = live(body)
+    assert found.pop("link_open") == [str({"href": "https://bot.example/runs/o/r/7/1"})]
+    assert found.pop("reference") == ["#7"]  # "Fixes #7", the bot's own
+    assert found == {}
+    headings = [t for t in tokens(body) if t.type == "heading_open"]
+    assert len(headings) == 5  # Summary, Tests, Warnings, Run, Review checklist
+    assert "**CI and secrets:**" in body
+
+
+@pytest.mark.parametrize("path", [
+    "a`b.py", "``", "`", "x\ny.md", " lead and trail ", "@octocat/notes.md",
+    f"docs/[x]({EVIL}).md", "```\n## heading", "",
+])
+def test_a_code_span_shows_any_path_as_written(path: str) -> None:
+    inline = [t for t in tokens(code_span(path)) if t.type == "code_inline"]
+    assert len(inline) == 1, code_span(path)
+    expected = neutralize_mentions(path.replace("\n", "\\x0a")) or " "
+    assert inline[0].content == expected
+    assert live(code_span(path)) == {}
+
+
+def test_status_comment_paths_go_through_the_same_escaping() -> None:
+    paths = ["@octocat.py", f"a`b]({EVIL})", "x\n## hi", "<img src=x>"]
+    text = status_failed(refused_paths(paths), 1)
+    found = live(text)
+    assert found.pop("html_block") == [STATUS_MARKER + "\n"]  # the bot's own marker
+    assert found == {}
+    assert "heading_open" not in {t.type for t in tokens(text)}
+    assert len([t for t in tokens(text) if t.type == "code_inline"]) == len(paths)
+    assert set(live(status_failed("GitHub said: @octocat is not allowed", 1))) == {
+        "html_block"}
+
+
+def test_commit_message_carries_skip_ci_unless_ci_runs_and_mentions_no_one() -> None:
+    skipped = commit_message("Fix add() for @octocat", 7, "pytest", "skip")
+    subject = skipped.splitlines()[0]
+    assert subject.endswith(" [skip ci]") and not GITHUB_AUTOLINKS["mention"].search(subject)
+    assert "Fixes #7." in skipped
+    assert "[skip ci]" not in commit_message("Fix add()", 7, "pytest", "run")
+
+
+def test_fences_and_spans_grow_with_the_content() -> None:
+    assert fence("plain").startswith("```\n")
+    assert fence("a ```` b").startswith("`````\n")
+    assert code_span("a ``` b") == "````a ``` b````"

@@ -1,0 +1,322 @@
+"""Run records on SQLite and on a real PostgreSQL server (tests/support/postgres_server.py):
+migrations, the API, recording from a run's events, several writing processes at once, and a
+real `frognano solve` showing up as a run."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event, inspect, text
+
+from bot.logs import JsonFormatter, json_handler, run_context
+from runstore.store import (
+    PG_MIGRATION_LOCK,
+    RunStore,
+    default_database_url,
+    open_run_store,
+    upgrade_database,
+)
+from solver.agent.run_events import (
+    BaselineDone,
+    Event,
+    Observation,
+    OnEvent,
+    Outputs,
+    RunAborted,
+    TestsJudged,
+    TurnDone,
+)
+from solver.agent.transcript import Transcript
+from solver.models.base import Usage
+from solver.models.scripted import final_answer, think_and_call
+from solver.verdict.verdict import Verdict
+from tests.conftest import make_repo
+from tests.support.postgres_server import PostgresServer
+from tests.support.run_events import finished, ran_tests, started, turn
+from workers.run_recording import RunRecorder, status_for_outcome, tool_stats
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+def test_migrations_apply_once(database_url: str) -> None:
+    RunStore(database_url).ping()
+    store = RunStore(database_url)  # reopening is a no-op upgrade
+    with store.engine.connect() as connection:
+        versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+        tables = set(inspect(connection).get_table_names())
+        if connection.dialect.name == "sqlite":
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    assert [version for (version,) in versions] == ["0002"]
+    assert {"runs", "run_events", "run_tool_stats"} <= tables
+    store.close()
+
+
+def test_a_database_of_the_first_schema_upgrades_with_its_runs(database_url: str) -> None:
+    store = RunStore(database_url, migrate=False)
+    upgrade_database(store.engine, "0001")
+    kept = store.create_run(repo="octo/calc", issue=1, trigger="label", attempt=1)
+    upgrade_database(store.engine)
+    checkout = "/" + "d" * 500
+    longer = store.create_run(repo=checkout, issue="slug", trigger="solve", attempt=1)
+    assert [run.repo for run in store.list_runs()] == [checkout, "octo/calc"]
+    assert store.get_run(kept).repo == "octo/calc" and store.get_run(longer).repo == checkout
+    store.close()
+
+
+def test_the_migration_lock_is_held_until_the_schema_is_committed(postgres_url: str) -> None:
+    """The receiver and every worker migrate on start: the next migrator may only get in
+    once this one's tables are visible to it, or it creates them again."""
+    store = RunStore(postgres_url, migrate=False)
+    prober = RunStore(postgres_url, migrate=False)
+    free_at_commit: list[bool] = []
+
+    @event.listens_for(store.engine, "commit")
+    def _probe(_: object) -> None:
+        with prober.engine.connect() as other:
+            got = other.execute(text("SELECT pg_try_advisory_lock(:key)"),
+                                {"key": PG_MIGRATION_LOCK}).scalar()
+            if got:
+                other.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PG_MIGRATION_LOCK})
+        free_at_commit.append(bool(got))
+
+    upgrade_database(store.engine)
+    upgrade_database(store.engine)  # and the no-op upgrade of an up-to-date database
+    assert free_at_commit == [False, False]
+    store.close()
+    prober.close()
+
+
+def test_long_values_behave_alike_on_both_backends(database_url: str) -> None:
+    store = RunStore(database_url)
+    checkout = "/" + "/".join(["d" * 60] * 12)  # solve records the checkout's absolute path
+    run_id = store.create_run(repo=checkout, issue="slug", trigger="solve", attempt=1)
+    assert store.get_run(run_id).repo == checkout
+    assert store.find_run(checkout, "slug", 1).id == run_id
+    with pytest.raises(ValueError, match="exit_reason is longer than 64 characters"):
+        store.update_run(run_id, exit_reason="x" * 65)
+    with pytest.raises(ValueError, match="issue is longer than 200 characters"):
+        store.create_run(repo="o/r", issue="i" * 201, trigger="solve", attempt=1)
+    store.close()
+
+
+def test_default_url_lives_in_the_state_dir(tmp_path: Path) -> None:
+    assert default_database_url(tmp_path) == f"sqlite:///{tmp_path.resolve()}/frognano.db"
+
+
+def test_create_update_get_list_and_find(database_url: str, tmp_path: Path) -> None:
+    store = RunStore(database_url)
+    first = store.create_run(repo="octo/calc", issue=1, trigger="label", attempt=1,
+                             transcript_path=tmp_path / "t.jsonl")
+    second = store.create_run(repo="octo/other", issue=7, trigger="retry", attempt=2)
+    store.update_run(first, status="passed", exit_reason="tests_passed", seconds=12.5,
+                     tests_before={"passed": False, "tests": {"t::a": "failed"}},
+                     tests_after={"passed": True, "tests": {"t::a": "passed"}},
+                     pr_url="https://github.example/octo/calc/pull/1")
+    run = store.get_run(first)
+    assert run is not None and run.status == "passed" and run.finished
+    assert run.finished_at is not None and run.duration == 12.5
+    assert run.tests("after") == {"passed": True, "tests": {"t::a": "passed"}}
+    assert run.transcript_path == str(tmp_path / "t.jsonl")
+    assert [r.id for r in store.list_runs()] == [second, first]
+    assert [r.id for r in store.list_runs(repo="octo/calc")] == [first]
+    assert [r.id for r in store.list_runs(status="running")] == [second]
+    assert [r.id for r in store.list_runs(issue=7)] == [second]
+    assert store.find_run("octo/calc", "1", 1).id == first
+    assert store.find_run("octo/calc", 1, 2) is None
+    assert store.repos() == ["octo/calc", "octo/other"]
+    with pytest.raises(ValueError, match="unknown run status"):
+        store.update_run(first, status="done")
+    with pytest.raises(ValueError, match="not run record fields"):
+        store.update_run(first, colour="green")
+
+
+def test_a_redelivered_attempt_reuses_its_record(database_url: str) -> None:
+    store = RunStore(database_url)
+    first = store.start_run(repo="o/r", issue=3, trigger="label", attempt=1)
+    store.update_run(first, status="error")
+    again = store.start_run(repo="o/r", issue=3, trigger="label", attempt=1)
+    assert again == first and store.get_run(first).status == "running"
+    assert store.next_attempt("o/r", 3) == 2
+
+
+def _events() -> list[Event]:
+    bash = Observation("c1", "Bash", "ok", 0.5)
+    # A Glob whose first match reads like an exception: only the runner's flag says
+    # whether a call failed, never the text.
+    glob = Observation("c3", "Glob", "KeyError: looks-like-an-error.txt", 0.2)
+    failing = Observation("c2", "Read", "FileNotFoundError: nope", 0.1, failed=True)
+    baseline = ran_tests({"t::a": "failed"}, passed=False, seconds=2.0)
+    final = ran_tests({"t::a": "passed"}, passed=True, seconds=1.5)
+    return [
+        started(),
+        BaselineDone(tests=baseline),
+        turn(1, calls=[("Bash", {}, bash), ("Read", {}, failing)], prompt_tokens=100,
+             evaluated=100, completion_tokens=20),
+        turn(2, calls=[("Bash", {}, bash), ("Glob", {}, glob)], prompt_tokens=150,
+             evaluated=30, completion_tokens=10),
+        TestsJudged(attempt=1, exit_reason="agent", tests=final,
+                    verdict=Verdict(accepted=True), model_tests=None),
+        finished(baseline, final, diff="+x", steps=2, seconds=9.0, usage=Usage(
+            prompt_tokens=250, prompt_tokens_evaluated=130, completion_tokens=30,
+            prompt_seconds=0.5, completion_seconds=3.0)),
+    ]
+
+
+def test_recorder_fills_the_record_from_the_run_events(database_url: str,
+                                                       tmp_path: Path) -> None:
+    store = RunStore(database_url)
+    recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", attempt=1)
+    events = _events()
+    with Transcript(tmp_path / "t.jsonl") as transcript:
+        outputs = Outputs(transcript, recorder, OnEvent(lambda e: None))
+        for event in events[:4]:
+            outputs.emit(event)
+        live = store.get_run(recorder.run_id)
+        assert live.status == "running" and live.steps == 2 and live.completion_tokens == 30
+        for event in events[4:]:
+            outputs.emit(event)
+    recorder.set_pr_url("https://example/pull/1")
+    recorder.finish(status_for_outcome("pr_opened"), outcome="pr_opened")
+    run = store.get_run(recorder.run_id)
+    assert (run.status, run.outcome, run.exit_reason) == ("passed", "pr_opened", "tests_passed")
+    assert (run.model, run.test_command, run.seconds) == ("scripted", "pytest -q", 9.0)
+    assert (run.prompt_tokens, run.prompt_tokens_evaluated) == (250, 130)
+    assert run.sandbox_seconds == pytest.approx(0.5 + 0.1 + 0.5 + 0.2 + 2.0 + 1.5)
+    assert run.tests("after")["passed"] is True and run.pr_url == "https://example/pull/1"
+    assert [record["kind"] for _, record in store.events(run.id)] == [
+        "run", "baseline", "turn", "turn", "tests", "result"]
+    assert [seq for seq, _ in store.events(run.id, after=4)] == [5, 6]
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert lines == [record for _, record in store.events(run.id)], "the same records"
+    turns = [e for e in events if isinstance(e, TurnDone)]
+    assert tool_stats(turns) == {("Bash", "ok"): (2, 1.0), ("Read", "error"): (1, 0.1),
+                                 ("Glob", "ok"): (1, 0.2)}
+
+
+def test_a_broken_database_never_stops_the_run(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    store = RunStore(_url(tmp_path))
+    recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", attempt=1)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    for name in ("append_event", "update_run", "add_progress", "set_tool_stats"):
+        monkeypatch.setattr(store, name, broken)
+    with Transcript(tmp_path / "t.jsonl") as transcript:
+        outputs = Outputs(transcript, recorder)
+        outputs.emit(started())
+        outputs.emit(RunAborted(exit_reason="bad_input", error="no"))
+    recorder.finish("passed")
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 2
+    assert RunRecorder.start(None, repo="o/r", issue=1, trigger="x").run_id is None
+
+
+def _writer(url: str, name: str, count: int, ready: Any) -> None:
+    ready.wait()  # open at the same moment, so the migrations race
+    store = RunStore(url)
+    for number in range(count):
+        run_id = store.create_run(repo=f"o/{name}", issue=number, trigger="label", attempt=1)
+        for seq in range(1, 4):
+            store.append_event(run_id, seq, {"kind": "turn", "step": seq})
+            store.add_progress(run_id, steps=seq, completion_tokens=5)
+        store.update_run(run_id, status="passed", seconds=1.0)
+
+
+def test_two_processes_write_concurrently(database_url: str) -> None:
+    """Both open a fresh database, so their migrations race too."""
+    url = database_url
+    context = multiprocessing.get_context("spawn")
+    ready = context.Barrier(2)
+    writers = [context.Process(target=_writer, args=(url, name, 40, ready))
+               for name in ("a", "b")]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(120)
+    assert [writer.exitcode for writer in writers] == [0, 0]
+    store = RunStore(url)
+    runs = store.list_runs(limit=1000)
+    assert len(runs) == 80
+    assert all(run.status == "passed" and run.completion_tokens == 15 for run in runs)
+    assert all(len(store.events(run.id)) == 3 for run in runs[:5])
+
+
+def test_run_context_puts_the_run_id_in_json_logs(tmp_path: Path) -> None:
+    import io
+
+    stream = io.StringIO()
+    logger = logging.getLogger("frognano.test.runlog")
+    logger.addHandler(json_handler(stream))
+    logger.propagate = False
+    try:
+        with run_context(42):
+            logger.warning("inside")
+        logger.warning("outside")
+    finally:
+        logger.handlers.clear()
+    inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert inside["run_id"] == 42 and "run_id" not in outside
+    assert isinstance(JsonFormatter(), logging.Formatter)
+
+
+def test_open_run_store_hides_the_password(tmp_path: Path) -> None:
+    from runstore.store import RunStoreUnavailable
+
+    with pytest.raises(RunStoreUnavailable) as failure:
+        open_run_store("postgresql://frog:s3cret@127.0.0.1:1/frognano")
+    assert "s3cret" not in str(failure.value) and "FROGNANO_DATABASE_URL" in str(failure.value)
+
+
+def test_a_wrong_password_on_a_real_server_is_named_not_shown(
+        postgres_server: PostgresServer) -> None:
+    from runstore.store import RunStoreUnavailable
+
+    url = postgres_server.url().replace(postgres_server.password, "wrong-s3cret")
+    with pytest.raises(RunStoreUnavailable) as failure:
+        open_run_store(url)
+    assert "password authentication failed" in str(failure.value)
+    assert "wrong-s3cret" not in str(failure.value)
+
+
+def test_frognano_solve_is_recorded(database_url: str, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "calc", template="calc_repo")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        think_and_call("add uses minus.", "Edit", file_path="calc.py",
+                       old_string="return a - b", new_string="return a + b"),
+        final_answer("Fixed."),
+    ]))
+    state = tmp_path / "state"
+    env = {**os.environ, "FROGNANO_STATE_DIR": str(state),
+           "FROGNANO_WORK_DIR": str(tmp_path / "work")}
+    if database_url.startswith("postgresql"):
+        env["FROGNANO_DATABASE_URL"] = database_url  # the shared, multi-host setup
+    else:
+        env.pop("FROGNANO_DATABASE_URL", None)
+        database_url = default_database_url(state)  # the default: a file in the state dir
+    done = subprocess.run(
+        [sys.executable, "-m", "frognano", "solve", str(repo), "--issue", "add() subtracts",
+         "--model", f"scripted:{script}", "--sandbox", "unsafe-local",
+         "--test-cmd", f"{sys.executable} -m pytest -q -p no:cacheprovider"],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = RunStore(database_url)
+    (run,) = store.list_runs()
+    assert (run.repo, run.issue, run.trigger, run.attempt) == (
+        str(repo.resolve()), "add-subtracts", "solve", 1)
+    assert run.status == "passed" and run.exit_reason == "tests_passed" and run.steps == 2
+    assert run.tests("before")["passed"] is False and run.tests("after")["passed"] is True
+    assert Path(run.transcript_path).is_file()
+    assert store.get_run(run.id).model and store.has_events(run.id)

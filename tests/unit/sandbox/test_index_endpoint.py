@@ -1,0 +1,169 @@
+"""The host-side package index endpoint (sandbox/index_endpoint.py) against a real private
+index (HTTP with basic auth on 127.0.0.1, tests/support/private_index.py), over real HTTP: pages
+rebuilt with links back to it, credentials only to their own origin, the shared download
+cache keyed by the verified sha256, and a failing index answered 502 without its token."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from sandbox.egress import NetworkLog
+from sandbox.index_endpoint import IndexEndpoint, PackageSources, redact
+from tests.support.private_index import make_wheel, private_index
+
+TOKEN = "tok-3f1a9c"  # what must never leave the host
+
+
+@contextmanager
+def endpoint(sources: PackageSources) -> Iterator[tuple[str, NetworkLog]]:
+    log = NetworkLog()
+    service = IndexEndpoint(sources, os.getuid(), os.getgid(), network_log=log, tcp=True)
+    try:
+        yield f"http://127.0.0.1:{service.port}", log
+    finally:
+        service.close()
+
+
+def get(url: str) -> tuple[int, bytes, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return answer.status, answer.read(), answer.reason
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), exc.reason
+
+
+@pytest.fixture
+def wheel(tmp_path: Path) -> Path:
+    return make_wheel(tmp_path, "corp-helper", "1.0", "VALUE = 42\n")
+
+
+def test_pages_and_files_come_through_with_the_credentials_on_the_host(
+        wheel: Path, tmp_path: Path) -> None:
+    with private_index(TOKEN, [wheel]) as index, \
+            endpoint(PackageSources(index.url, cache_dir=tmp_path / "cache")) as (base, _):
+        status, page, _ = get(f"{base}/i/0/Corp_Helper/")
+        href = re.search(rb'href="([^"]+)"', page).group(1).decode()  # type: ignore[union-attr]
+        status_file, body, _ = get(base + href.split("#")[0])
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert status == 200 and TOKEN.encode() not in page and b"127.0.0.1:" not in page
+    assert href.startswith("/f/") and href.endswith(f"corp_helper-1.0-py3-none-any.whl"
+                                                    f"#sha256={digest}")
+    assert status_file == 200 and body == wheel.read_bytes()
+    assert [r["path"] for r in index.requests] == ["/simple/corp-helper/",
+                                                   f"/files/{wheel.name}"]
+    assert all(r["authorized"] and r["agent"] == "frognano-index" for r in index.requests)
+    assert (tmp_path / "cache" / "sha256" / digest).read_bytes() == wheel.read_bytes()
+
+
+def test_a_second_run_is_served_from_the_cache(wheel: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    with private_index(TOKEN, [wheel]) as index:
+        with endpoint(PackageSources(index.url, cache_dir=cache)) as (base, _):
+            page = get(f"{base}/i/0/corp-helper/")[1]
+            href = re.search(rb'href="([^"#]+)', page).group(1).decode()  # type: ignore[union-attr]
+            get(base + href)
+        with endpoint(PackageSources(index.url, cache_dir=cache)) as (base, _):
+            page = get(f"{base}/i/0/corp-helper/")[1]
+            href = re.search(rb'href="([^"#]+)', page).group(1).decode()  # type: ignore[union-attr]
+            status, body, _ = get(base + href)
+    assert status == 200 and body == wheel.read_bytes()
+    files = [r for r in index.requests if r["path"].startswith("/files/")]
+    assert len(files) == 1, index.requests  # the second run's file came from the cache
+
+
+def test_a_file_that_does_not_match_its_hash_is_not_served_nor_cached(
+        wheel: Path, tmp_path: Path) -> None:
+    listed = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    with private_index(TOKEN, [wheel]) as index, \
+            endpoint(PackageSources(index.url, cache_dir=tmp_path / "cache")) as (base, log):
+        page = get(f"{base}/i/0/corp-helper/")[1]
+        wheel.write_bytes(wheel.read_bytes() + b"tampered")  # after the page listed it
+        href = re.search(rb'href="([^"#]+)', page).group(1).decode()  # type: ignore[union-attr]
+        status, _body, reason = get(base + href)
+    assert status == 502 and "does not match the sha256" in reason
+    assert not (tmp_path / "cache" / "sha256" / listed).exists()
+    assert list((tmp_path / "cache" / "sha256").iterdir()) == []  # no partial file left
+    assert "does not match" in log.lines()[0] and TOKEN not in log.lines()[0]
+    assert index.requests[-1]["authorized"]
+
+
+def test_a_failing_index_is_a_502_with_a_reason_and_no_token(wheel: Path) -> None:
+    with private_index("the-right-one", [wheel]) as index:
+        wrong = index.url.replace("the-right-one", TOKEN)
+        with endpoint(PackageSources(wrong)) as (base, log):
+            status, body, reason = get(f"{base}/i/0/corp-helper/")
+    assert status == 502
+    shown = f"http://127.0.0.1:{index.port}/simple/corp-helper/ answered 401 Unauthorized"
+    assert reason == shown and TOKEN.encode() not in body
+    assert log.lines() == (f"package index: {shown}",)
+
+
+def test_an_unreachable_index_is_a_502_naming_it() -> None:
+    url = f"https://ci:{TOKEN}@pypi.corp.invalid/simple/"
+    with endpoint(PackageSources(url)) as (base, log):
+        status, _, reason = get(f"{base}/i/0/requests/")
+    assert status == 502 and reason.startswith(
+        "cannot fetch https://pypi.corp.invalid/simple/requests/: "), reason
+    assert TOKEN not in "".join(log.lines())
+
+
+def test_the_sandbox_cannot_choose_what_the_endpoint_fetches(wheel: Path) -> None:
+    with private_index(TOKEN, [wheel]) as index, endpoint(PackageSources(index.url)) as \
+            (base, _):
+        answers = [get(base + path)[0] for path in (
+            "/i/0/../files/x/", "/i/0/%2e%2e/", "/i/0/a%2fb/", "/i/1/corp-helper/",
+            "/f/0123456789abcdef0123456789abcdef/x.whl", f"/x/{index.url}",
+            "/i/0/no-such-project/")]
+    assert answers == [404] * 7
+    assert all(r["path"].startswith("/simple/") for r in index.requests), index.requests
+
+
+def test_credentials_go_to_their_own_origin_only(wheel: Path, tmp_path: Path) -> None:
+    """The index links a file on another host (as PyPI links files.pythonhosted.org):
+    that host gets the request, not the index's token."""
+    other_wheel = make_wheel(tmp_path, "elsewhere", "2.0", "")
+    with private_index("other-token", [other_wheel]) as other:
+        page = tmp_path / "simple" / "elsewhere"
+        page.mkdir(parents=True)
+        location = f"http://127.0.0.1:{other.port}/files/{other_wheel.name}"
+        (page / "index.html").write_text(f'<a href="{location}">{other_wheel.name}</a>')
+        with private_index(TOKEN, []) as index:
+            sources = PackageSources(index.url, (f"file://{tmp_path}/simple",))
+            with endpoint(sources) as (base, _):
+                listed = get(f"{base}/i/1/elsewhere/")[1]
+                href = re.search(rb'href="([^"#]+)', listed).group(1).decode()  # type: ignore[union-attr]
+                status = get(base + href)[0]
+    assert status == 502  # the other host wants its own token, which nobody sent
+    assert other.requests == [{"path": f"/files/{other_wheel.name}", "authorized": False,
+                               "agent": "frognano-index", "sent": None}]
+
+
+def test_find_links_directories_are_listed(tmp_path: Path, wheel: Path) -> None:
+    with endpoint(PackageSources(find_links=(str(tmp_path),))) as (base, _):
+        page = get(f"{base}/l/0/")[1]
+        href = re.search(rb'href="([^"#]+)', page).group(1).decode()  # type: ignore[union-attr]
+        body = get(base + href)[1]
+    assert body == wheel.read_bytes()
+
+
+def test_sandbox_variables_name_the_endpoint_only() -> None:
+    sources = PackageSources(f"https://ci:{TOKEN}@pypi.corp/simple",
+                             ("file:///opt/pypi/simple", "https://x.example/simple"),
+                             ("/opt/wheels",))
+    assert sources.sandbox_env("http://127.0.0.1:3141") == {
+        "PIP_INDEX_URL": "http://127.0.0.1:3141/i/0/",
+        "PIP_EXTRA_INDEX_URL": "http://127.0.0.1:3141/i/1/ http://127.0.0.1:3141/i/2/",
+        "PIP_FIND_LINKS": "http://127.0.0.1:3141/l/0/"}
+    assert sources.hosts() == ("pypi.corp", "x.example")
+    assert PackageSources().hosts() == ("pypi.org", "files.pythonhosted.org")
+    assert redact(f"see https://ci:{TOKEN}@pypi.corp/simple and http://a@b/") == \
+        "see https://***@pypi.corp/simple and http://***@b/"

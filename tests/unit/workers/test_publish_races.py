@@ -1,0 +1,189 @@
+"""A first run's publishing (`publish_pull`) against a cancel, with the real pieces: the
+fake GitHub (git over smart HTTP, OpenAPI-checked), a real redis-server, real git, and
+the cancel taken by the real accept step (`accept_trigger`) as the control worker does.
+
+The moment is the fake GitHub's own: `on_next` runs the cancel when the bot's push
+(`POST …/git-receive-pack`) reaches GitHub, before GitHub serves it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.github_api import RepoRef
+from bot.github_client import GitHubAppClient
+from bot.triggers import Trigger
+from solver.hostgit import HostRepo
+from solver.policy import branch_for
+from solver.verdict.verdict_run import Judgement
+from tests.conftest import make_repo
+from tests.support.fake_github.server import FakeGitHub
+from tests.support.redis_server import start_redis
+from workers.accept import accept_trigger
+from workers.coordination import IssueCoordinator
+from workers.publish import Pushed, push_on_top
+from workers.repo_cache import RepoCache
+from workers.review_publish import publish_pull
+from workers.runtime import Runtime
+from workers.status import StatusComment
+
+OWNER, REPO, MAINTAINER = "octo", "calc", "maintainer"
+RECEIVE_PACK = rf"^/{OWNER}/{REPO}\.git/git-receive-pack$"
+
+
+@dataclass
+class World:
+    fake: FakeGitHub
+    rt: Runtime
+    host: HostRepo
+    coordinator: IssueCoordinator
+    generation: int  # the run's, assigned as the accept step does
+    tmp: Path
+
+    def cancel(self) -> None:
+        """`/frognano cancel` by a maintainer, through the accept step."""
+        comment = self.fake.add_comment(OWNER, REPO, 1, "/frognano cancel", MAINTAINER)
+        assert accept_trigger(self.rt, trigger("cancel", comment.id)) == "cancelled"
+
+    def publish(self) -> str:
+        status = StatusComment(self.rt.github, RepoRef(OWNER, REPO, self.fake.installation_id),
+                               1)
+        snapshot = self.host.snapshot()
+        return publish_pull(self.rt, trigger("label"), self.generation, self.coordinator,
+                            self.host, snapshot, status, None, title="[FrogNano] add",
+                            body="Fixes #1", base="main", message="fix add")
+
+    def status(self) -> str:
+        bodies = [c.body for c in self.fake.comments(OWNER, REPO, 1)
+                  if "frognano:status" in c.body]
+        assert len(bodies) == 1, "one status comment, edited in place"
+        return bodies[0]
+
+    def pushes(self) -> list[int]:
+        return [r.status for r in self.fake.requests if r.kind == "git"
+                and r.method == "POST" and r.path.endswith("/git-receive-pack")]
+
+
+def trigger(kind: str, comment_id: int | None = None) -> Trigger:
+    return Trigger(delivery_id=f"{kind}-{comment_id}", installation_id=4242, owner=OWNER,
+                   repo=REPO, issue_number=1, kind=kind,  # type: ignore[arg-type]
+                   actor=MAINTAINER, comment_id=comment_id)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with FakeGitHub(tmp_path / "github") as fake:
+        redis = start_redis(tmp_path / "redis")
+        try:
+            fake.add_repo(OWNER, REPO, make_repo(tmp_path / "src", template="calc_repo"))
+            fake.add_issue(OWNER, REPO, 1, "add() subtracts")
+            fake.set_permission(OWNER, REPO, MAINTAINER, "write")
+            github = GitHubAppClient(fake.app_id, fake.private_key_pem, fake.api_url)
+            rt = Runtime(github=github, redis=redis.client(), model_factory=lambda _: None,  # type: ignore[arg-type,return-value]
+                         repo_cache=RepoCache(tmp_path / "cache"), work_dir=tmp_path / "work",
+                         transcripts_dir=tmp_path / "transcripts",
+                         enqueue_run=lambda _: None)
+            repo = RepoRef(OWNER, REPO, fake.installation_id)
+            mirror = rt.repo_cache.refresh(github.clone_url(repo),
+                                           github.installation_token(repo))
+            host = HostRepo.create(mirror, "main", tmp_path / "run" / "git",
+                                   tmp_path / "run" / "workspace")
+            calc = host.work_tree / "calc.py"
+            calc.write_text(calc.read_text().replace("return a - b", "return a + b"))
+            # The run, accepted as the accept step does: its generation, its status.
+            assert accept_trigger(rt, trigger("label")) == "queued"
+            coordinator = IssueCoordinator(rt.redis, f"{OWNER}/{REPO}#1")
+            yield World(fake, rt, host, coordinator, coordinator.current_generation(),
+                        tmp_path)
+        finally:
+            redis.stop()
+    assert not fake.violations, "\n".join(fake.violations)
+
+
+def test_a_cancel_before_the_push_pushes_nothing_and_opens_no_pr(world: World) -> None:
+    world.cancel()  # after the run's last step, before its publishing
+    assert world.publish() == "cancelled"
+    assert world.pushes() == []
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is None
+    assert world.fake.pulls(OWNER, REPO) == []
+    assert f"cancelled by @{MAINTAINER}" in world.status()
+    assert "Nothing was pushed" in world.status()
+
+
+def test_a_cancel_during_a_failed_push_attempt_stops_the_retries(world: World) -> None:
+    world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
+    world.fake.fail_next("POST", RECEIVE_PACK, 500)
+    assert world.publish() == "cancelled"
+    assert world.pushes() == [500], "no attempt after the cancel"
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is None
+    assert world.fake.pulls(OWNER, REPO) == []
+    assert "Nothing was pushed" in world.status()
+
+
+def test_a_cancel_once_github_accepted_the_push_finishes_the_pr(world: World) -> None:
+    world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
+    assert world.publish() == "pr_opened"
+    assert world.pushes() == [200]
+    pulls = world.fake.pulls(OWNER, REPO)
+    assert len(pulls) == 1 and pulls[0].head == branch_for(1)
+    assert pulls[0].requested_reviewers == [MAINTAINER], "every PR step ran"
+    assert "needs-human-review" in world.fake.issue_labels(OWNER, REPO, pulls[0].number)
+    status = world.status()
+    assert "arrived after GitHub had accepted the push" in status
+    assert f"cancelled by @{MAINTAINER}" in status and f"/pull/{pulls[0].number}" in status
+    assert "Nothing was pushed" not in status
+
+
+def no_replay(at_head: HostRepo, tree: str) -> Judgement:
+    raise AssertionError("the branch did not move: nothing to replay or re-test")
+
+
+def push_review_change(world: World, meanwhile: Callable[[], None]) -> Pushed:
+    """A review's change on the PR branch (made here by a first publish), pushed on top;
+    `meanwhile` runs between the two."""
+    assert world.publish() == "pr_opened"
+    meanwhile()
+    github, repo = world.rt.github, RepoRef(OWNER, REPO, world.fake.installation_id)
+    mirror = world.rt.repo_cache.refresh(github.clone_url(repo),
+                                         github.installation_token(repo))
+    host = HostRepo.create(mirror, branch_for(1), world.tmp / "review" / "git",
+                           world.tmp / "review" / "workspace")
+    (host.work_tree / "NOTES.md").write_text("the review's change\n")
+    return push_on_top(github=github, cache=world.rt.repo_cache, repo=repo, host=host,
+                       snapshot=host.snapshot(), branch=branch_for(1), message="note",
+                       judge_replay=no_replay)
+
+
+def test_a_failed_push_on_an_unmoved_branch_is_retried_not_replayed(world: World) -> None:
+    pushed = push_review_change(world, lambda: world.fake.fail_next(
+        "POST", RECEIVE_PACK, 500))
+    assert world.pushes() == [200, 500, 200]  # the first publish, the review's, its retry
+    assert pushed.replayed_on is None and pushed.judgement is None
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
+
+
+def test_a_push_whose_answer_was_lost_is_not_pushed_again(world: World) -> None:
+    """GitHub took the push but the connection dropped before its answer: the branch
+    already is the commit, so it is not replayed (`no_replay` would raise)."""
+    pushed = push_review_change(world, lambda: world.fake.drop_next(
+        "POST", RECEIVE_PACK, after_processing=True))
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
+    assert pushed.replayed_on is None
+    # (curl itself may send the dropped POST once more; GitHub refuses it: stale ref.)
+    assert "dropped" in [r.kind for r in world.fake.requests]
+
+
+def test_a_cancel_during_a_push_that_landed_unanswered_still_finishes_the_pr(
+        world: World) -> None:
+    """The push took effect but its answer was lost, and the cancel came meanwhile: the
+    branch is pushed, so the PR steps finish rather than leave it without a PR."""
+    world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
+    world.fake.drop_next("POST", RECEIVE_PACK, after_processing=True)
+    assert world.publish() == "pr_opened"
+    pulls = world.fake.pulls(OWNER, REPO)
+    assert len(pulls) == 1 and pulls[0].requested_reviewers == [MAINTAINER]
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is not None
+    assert "arrived after GitHub had accepted the push" in world.status()
