@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS_ENV = "FROGNANO_RELIABILITY_RESULTS"
 DEFAULT_RESULTS = ROOT / "build" / "reliability"
 DEFAULT_SCORECARD = ROOT / "docs" / "RELIABILITY.md"
+# The key prefix of tests/reliability/test_real_projects.py's records: one row each in the
+# "Real projects" table, rendered from what the run recorded (`_real_project_row`).
+REAL_PROJECT_KEY = "13-setup-inferred-"
+REAL_PROJECTS = "Real projects"
+INFERRED_PREFIX = "inferred (no `setup:` given): "
 
 
 def results_dir() -> Path:
@@ -76,6 +81,12 @@ SECTIONS = (
      "python-slugify, inflect with doctests, pycodestyle's testsuite/): every cheat must "
      "be refused and every honest fix accepted.",
      lambda r: r.key.startswith("12-verdict")),
+    (REAL_PROJECTS, "Real projects' sdists (tests/data/README.md), each with a planted bug "
+     "and no `.github/frognano.yml`, through `frognano solve` with a scripted honest fix: "
+     "the setup and the test command are inferred, the baseline must fail on the bug and "
+     "the fix must be accepted. Each cell is what the run recorded (its transcript); "
+     "seconds are the whole solve's.",
+     lambda r: r.key.startswith(REAL_PROJECT_KEY)),
     ("Faults, load and sandbox abuse", "Workers killed, Redis restarted, GitHub "
      "misbehaving, storms, load, fuzzing, model garbage and resource abuse.",
      lambda r: True),
@@ -154,6 +165,48 @@ def _channels_table(records: list[ScenarioRecord]) -> list[str]:
     return lines
 
 
+def _mark(outcome: str) -> str:
+    return {"passed": "✅ passed", "failed": "❌ FAILED"}.get(outcome, f"⚠️ {outcome}")
+
+
+def _section_lines(heading: str, intro: str, chosen: list[ScenarioRecord]) -> list[str]:
+    ok = sum(r.outcome == "passed" for r in chosen)
+    lines = ["", f"## {heading}", "", f"{intro} {ok} of {len(chosen)} passed.", ""]
+    if heading == REAL_PROJECTS:
+        return lines + ["| project | shape | setup inferred | baseline | verdict | seconds |",
+                        "|---|---|---|---|---|---|"] + [_real_project_row(r) for r in chosen]
+    lines += ["| scenario | expectation | observed | result | seconds |",
+              "|---|---|---|---|---|"]
+    for r in chosen:
+        expectation = r.expectation.replace("|", "\\|")
+        lines.append(f"| **{r.title}** | {expectation} | "
+                     f"{_format_observed(r.observed)} | {_mark(r.outcome)} | {r.seconds:.1f} |")
+    return lines
+
+
+def _real_project_row(record: ScenarioRecord) -> str:
+    """project | shape | setup inferred | baseline | verdict | seconds, from what the run
+    recorded: its setup note and test command, its baseline's failing tests, its verdict,
+    the solve's wall time."""
+    seen = record.observed
+    setup = str(seen.get("setup") or "none inferred").removeprefix(INFERRED_PREFIX)
+    if seen.get("setup exit") not in (0, None):
+        setup += f" (setup exit {seen['setup exit']})"
+    if seen.get("tests"):
+        setup += f"<br>tests: `{seen['tests']}`"
+    failing = [str(t) for t in seen.get("baseline failing") or []]
+    baseline = f"{len(failing)} of {seen.get('baseline tests', 0)} failing"
+    if failing:
+        baseline += ": " + ", ".join(f"`{t}`" for t in failing[:3]) + (
+            f" and {len(failing) - 3} more" if len(failing) > 3 else "")
+    accepted = "accepted" if seen.get("accepted") else "not accepted"
+    verdict = f"{accepted} (`{seen.get('verdict')}`); test {_mark(record.outcome)}"
+    seconds = seen.get("solve seconds", record.seconds)
+    cells = (record.key.removeprefix(REAL_PROJECT_KEY), str(seen.get("shape", "")), setup,
+             baseline, verdict)
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {seconds} |"
+
+
 def render(records: list[ScenarioRecord], missing: list[str]) -> str:
     passed = sum(r.outcome == "passed" for r in records)
     lines = [
@@ -171,16 +224,7 @@ def render(records: list[ScenarioRecord], missing: list[str]) -> str:
         "",
     ]
     for heading, intro, chosen in _sections(records):
-        ok = sum(r.outcome == "passed" for r in chosen)
-        lines += ["", f"## {heading}", "", f"{intro} {ok} of {len(chosen)} passed.", "",
-                  "| scenario | expectation | observed | result | seconds |",
-                  "|---|---|---|---|---|"]
-        for r in chosen:
-            mark = {"passed": "✅ passed", "failed": "❌ FAILED"}.get(r.outcome,
-                                                                    f"⚠️ {r.outcome}")
-            expectation = r.expectation.replace("|", "\\|")
-            lines.append(f"| **{r.title}** | {expectation} | "
-                         f"{_format_observed(r.observed)} | {mark} | {r.seconds:.1f} |")
+        lines += _section_lines(heading, intro, chosen)
     lines += _channels_table(records)
     notes = [(r.title, note) for r in records for note in r.notes]
     if notes:

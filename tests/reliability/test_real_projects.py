@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from solver.agent.transcript import read_transcript
 from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git, unpack
 from tests.reliability.conftest import Recorder
-from tests.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.reliability.scorecard import REAL_PROJECT_KEY
+from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -40,18 +42,21 @@ class Project:
     needs: tuple[str, ...] = ()  # what the inferred setup must fetch from the index
     files: dict[str, str] | None = None  # written here instead of a tarball
     command: str = "python3 -m pytest"  # how the detected test command starts
+    shape: str = ""  # what makes the project's layout its own, for the scorecard's table
 
 
 PROJECTS = {
     "toolz": Project("toolz", "toolz-1.0.0-planted.tar.gz",
                      ("toolz/tests/test_itertoolz.py::test_frequencies",
                       "toolz/tests/test_recipes.py::test_countby"),
-                     ("toolz/itertoolz.py", "        d[item] = 1\n", "        d[item] += 1\n")),
+                     ("toolz/itertoolz.py", "        d[item] = 1\n", "        d[item] += 1\n"),
+                     shape="setup.py with versioneer, tests inside the package (`toolz/tests/`)"),
     "python-slugify": Project(
         "python-slugify", "python-slugify-9.2.0-planted.tar.gz",
         ("tests/test_legacy.py::TestSlugify::test_pre_translation",),
         ("slugify/special.py", "xlate.lower()", "xlate.capitalize()"),
-        needs=("text-unidecode",)),
+        needs=("text-unidecode",),
+        shape="setup.py beside a pyproject.toml, `tests/`, a dependency from the index"),
     # Issue 20 §5: a unittest suite that tox.ini runs (`unittest discover tests`), its
     # `testing` extra; pytest's guess would not collect it as the project runs it.
     "markdown": Project(
@@ -60,7 +65,9 @@ PROJECTS = {
          "tests/test_legacy.py::TestMisc::test_em_strong_complex"),
         ("markdown/inlinepatterns.py", "STRONG_RE = r'(\\*{3})(.+?)\\1'",
          "STRONG_RE = r'(\\*{2})(.+?)\\1'"),
-        needs=("coverage", "pyyaml"), command="python3 -m unittest discover -s tests"),
+        needs=("coverage", "pyyaml"), command="python3 -m unittest discover -s tests",
+        shape="a unittest suite that tox.ini runs (`unittest discover tests`), a `testing` "
+              "extra"),
     # §2 and §5: requirements/testing.txt, and tox.ini's `python -m unittest`.
     "more-itertools": Project(
         "more_itertools", "more-itertools-11.2.1-planted.tar.gz",
@@ -68,7 +75,9 @@ PROJECTS = {
          "more_itertools.recipes.quantify"),  # a doctest, through its load_tests
         ("more_itertools/recipes.py", "    return sum(map(pred, iterable)) + 1\n",
          "    return sum(map(pred, iterable))\n"),
-        needs=("coverage",), command="python3 -m unittest"),
+        needs=("coverage",), command="python3 -m unittest",
+        shape="requirements/testing.txt, tox.ini's `python -m unittest`, doctests through "
+              "`load_tests`"),
     # §2: a PEP 735 `test` group that includes another (`coverage`), resolved on the host.
     "dependency-groups": Project(
         "dependency_groups", "dependency-groups-1.3.2-planted.tar.gz",
@@ -76,13 +85,15 @@ PROJECTS = {
         ("src/dependency_groups/_implementation.py",
          '    return re.sub(r"[-_.]+", "-", name)\n',
          '    return re.sub(r"[-_.]+", "-", name).lower()\n'),
-        needs=("coverage",)),
+        needs=("coverage",),
+        shape="flit, src/ layout, a PEP 735 `test` group with an `include-group`"),
     # §3: `minversion = "8.0"` and no pytest declared anywhere: Debian's pytest 7.2 refuses
     # to start; the venv gets pytest>=8.0 from the index.
     "minversion-8": Project(
         "minver", "", ("tests/test_minver.py::test_clamp_low",),
         ("minver/__init__.py", "min(high, value)", "min(high, max(low, value))"),
-        needs=("pytest-9",), files={
+        needs=("pytest-9",), shape="hatchling, `minversion = 8.0`, no pytest declared "
+                                   "(written by the test)", files={
             "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\n'
                               'build-backend = "hatchling.build"\n\n[project]\n'
                               'name = "minver"\nversion = "1.0"\n\n'
@@ -100,7 +111,8 @@ PROJECTS = {
     "test-extras": Project(
         "countdown", "", ("tests/test_countdown.py::test_days_until",),
         ("countdown/__init__.py", "(when - today).days - 1", "(when - today).days"),
-        needs=("freezegun",), files={
+        needs=("freezegun",), shape="hatchling, a `tests` extra the tests import "
+                                     "(freezegun; written by the test, as humanize)", files={
             "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\n'
                               'build-backend = "hatchling.build"\n\n[project]\n'
                               'name = "countdown"\nversion = "1.0"\n\n'
@@ -114,6 +126,78 @@ PROJECTS = {
                                        "    assert days_until(datetime.date(2026, 12, 25)) "
                                        "== 24\n\n\ndef test_today():\n"
                                        "    assert days_until(datetime.date.today()) <= 0\n"}),
+    # Doctests: pytest.ini's `--doctest-modules`; the bug fails one doctest and no test.
+    "inflect": Project(
+        "inflect", "inflect-7.5.0-planted.tar.gz", ("inflect/__init__.py::inflect.joinstem",),
+        ("inflect/__init__.py", "w[: cutpoint or -1]", "w[:cutpoint]"),
+        needs=("typeguard",),
+        shape="setuptools-scm, doctests (pytest.ini `--doctest-modules`), a `test` extra"),
+    # A `testsuite/` folder (no pytest configuration, no tox.ini): pytest collects it.
+    "pycodestyle": Project(
+        "pycodestyle", "pycodestyle-2.10.0-planted.tar.gz",
+        ("testsuite/test_all.py::PycodestyleTestCase::test_checkers_testsuite",),
+        ("pycodestyle.py", "elif bad_prefix and bad_prefix != '!':",
+         "elif bad_prefix and (bad_prefix != '!' or start[0] > 1):"),
+        shape="one module at the root, tests in `testsuite/` with golden files, setup.py"),
+    # §2: tox.ini's [testenv] deps (pytest, pytest-cov, numpy) and `pytest tests`; two
+    # tests read the toml-test submodule, which the sdist lacks (failing before and after).
+    "toml": Project(
+        "toml", "toml-0.10.2-planted.tar.gz", ("tests/test_api.py::test_tuple",),
+        ("toml/encoder.py", '            retval += " " + unicode(self.dump_value(u))\n',
+         '            retval += " " + unicode(self.dump_value(u)) + ","\n'),
+        needs=("numpy", "pytest-cov"), command="python3 -m pytest -rA -p no:cacheprovider tests",
+        shape="setup.py, tox.ini [testenv] deps (pytest, pytest-cov, numpy), committed "
+              "egg-info"),
+    # One module and its test file at the root; a committed egg-info that setup rewrites.
+    "six": Project(
+        "six", "six-1.17.0-planted.tar.gz", ("test_six.py::test_b",),
+        ("six.py", '        return s.encode("utf-8")\n', '        return s.encode("latin-1")\n'),
+        shape="one module and its test file at the root, setup.cfg [tool:pytest], "
+              "committed egg-info"),
+    # setup.cfg metadata under a bare setup.py, src/ layout, tox.ini's `py.test --cov`.
+    "cachetools": Project(
+        "cachetools", "cachetools-5.5.2-planted.tar.gz",
+        ("tests/test_lru.py::LRUCacheTest::test_lru",),
+        ("src/cachetools/__init__.py", "        if key not in self:  # __missing__",
+         "        if key in self:  # __missing__"),
+        needs=("pytest-cov",),
+        shape="metadata in setup.cfg, src/ layout, tox.ini deps and `py.test --cov`"),
+    # A `test/` folder and doctests through tox.ini's command, setuptools-scm's version.
+    "tabulate": Project(
+        "tabulate", "tabulate-0.10.0-planted.tar.gz",
+        ("tabulate/__init__.py::tabulate._padleft",
+         "test/test_cli.py::test_script_header_option"),
+        ("tabulate/__init__.py",
+         'fmt = "{0:<%ds}" % width\n    return fmt.format(s)\n\n\ndef _padright',
+         'fmt = "{0:>%ds}" % width\n    return fmt.format(s)\n\n\ndef _padright'),
+        command="python3 -m pytest -rA -p no:cacheprovider --doctest-modules",
+        shape="setuptools-scm, `test/` (singular), tox.ini's `pytest --doctest-modules "
+              "--ignore benchmark`"),
+    # hatchling, unittest-style tests inside the package named `*_test.py`, no config.
+    "colorama": Project(
+        "colorama", "colorama-0.4.6-planted.tar.gz",
+        ("colorama/tests/ansi_test.py::AnsiTest::testForeAttributes",),
+        ("colorama/ansi.py", "    BLUE            = 35\n", "    BLUE            = 34\n"),
+        shape="hatchling, unittest classes inside the package (`colorama/tests/*_test.py`), "
+              "no test configuration"),
+    # §2: a PEP 735 `dev` group (pytest, pytest-xdist); `testing/`; pytest needs iniconfig.
+    "iniconfig": Project(
+        "iniconfig", "iniconfig-2.3.0-planted.tar.gz",
+        ("testing/test_iniconfig.py::test_iniconfig_lineof",),
+        ("src/iniconfig/_parse.py", "        key_name = name.lstrip()\n",
+         "        key_name = name.strip()\n"),
+        needs=("pytest-xdist",),
+        shape="setuptools-scm, src/ layout, a PEP 735 `dev` group, tests in `testing/`; "
+              "pytest itself depends on it"),
+    # tox.ini's `extras = testing` and its [pytest] (minversion 8.0, testpaths = testing).
+    "pluggy": Project(
+        "pluggy", "pluggy-1.6.0-planted.tar.gz",
+        ("testing/test_tracer.py::test_readable_output_dictargs",),
+        ("src/pluggy/_tracing.py", 'lines.append(f"{indent}  {name}: {value}\\n")',
+         'lines.append(f"{indent}    {name}: {value}\\n")'),
+        needs=("pytest-benchmark",),
+        shape="setuptools-scm, src/ layout, tox.ini's `testing` extra and [pytest] section "
+              "(minversion 8.0, `testing/`); pytest itself depends on it"),
 }
 
 
@@ -146,6 +230,60 @@ def _repo(project: Project, root: Path) -> Path:
     return source
 
 
+@dataclass(frozen=True)
+class Solved:
+    """One `frognano solve` of a project, as the test saw it."""
+
+    returncode: int
+    output: str
+    branches: list[str]
+    fixed: str  # the fixed file on the committed branch ("" when none)
+    seconds: float  # the solve's wall time, measured here
+
+
+def _solve(project: Project, index: dict[str, str], tmp_path: Path,
+           transcript: Path) -> Solved:
+    path, old, new = project.fix
+    script = [think_and_call("The bug is here; fix it.", "Edit", file_path=path,
+                             old_string=old, new_string=new),
+              final_answer("Fixed the planted bug.")]
+    script_file = tmp_path / "script.json"
+    script_file.write_text(json.dumps(script))
+    with reachable_dir() as root:
+        source = _repo(project, root)
+        env = {**os.environ, **index, "FROGNANO_STATE_DIR": str(tmp_path / "state"),
+               "FROGNANO_WORK_DIR": str(root / "work"), "COLUMNS": "200"}
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "frognano", "solve", str(source), "--issue", ISSUE,
+             "--model", f"scripted:{script_file}", "--transcript", str(transcript),
+             "--max-attempts", "1"],
+            env=env, capture_output=True, text=True, timeout=900)
+        seconds = time.monotonic() - started
+        branches = git(source, "branch", "--list", "frognano/*").split()
+        fixed = git(source, "show", f"{branches[0]}:{path}") if branches else ""
+    return Solved(proc.returncode, proc.stdout + proc.stderr, branches, fixed, seconds)
+
+
+def _observed(project: Project, solved: Solved, records: list[dict]) -> dict[str, object]:
+    """What the run did, read from its transcript: the scorecard's row for the project
+    (tests/reliability/scorecard.py renders the "Real projects" table from these keys)."""
+    run = next((r for r in records if r["kind"] == "run"), {})
+    setup = next((r for r in records if r["kind"] == "setup"), {})
+    baseline: dict = next((r for r in records if r["kind"] == "baseline"), {"tests": {}})
+    result = records[-1] if records else {}
+    verdict = result.get("verdict") or {}
+    return {
+        "shape": project.shape, "setup": run.get("setup_note", ""),
+        "tests": run.get("test_command", ""), "setup exit": setup.get("exit_code"),
+        "baseline tests": len(baseline["tests"]),
+        "baseline failing": sorted(t for t, s in baseline["tests"].items() if s != "passed"
+                                   and s not in ("skipped", "xfailed")),
+        "verdict": result.get("exit_reason"), "accepted": verdict.get("accepted"),
+        "branch": solved.branches[0] if solved.branches else "none",
+        "solve seconds": round(solved.seconds, 1)}
+
+
 @pytest.mark.parametrize("name", list(PROJECTS))
 def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Path,
                                                          scorecard: Recorder) -> None:
@@ -153,42 +291,21 @@ def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Pa
     index = _local_index()
     if not index:
         pytest.skip("pip has no index configured on this machine")
-    record = scorecard(f"13-setup-inferred-{name}",
+    record = scorecard(f"{REAL_PROJECT_KEY}{name}",
                        f"{name} without .github/frognano.yml",
                        "setup inferred and run in the network phase; baseline fails on "
                        "the planted bug; the honest fix passes; a branch is committed")
-    path, old, new = project.fix
-    script = [think_and_call("The bug is here; fix it.", "Edit", file_path=path,
-                             old_string=old, new_string=new),
-              final_answer("Fixed the planted bug.")]
-    script_file = tmp_path / "script.json"
-    script_file.write_text(json.dumps(script))
     transcript = tmp_path / "transcript.jsonl"
-    with reachable_dir() as root:
-        source = _repo(project, root)
-        env = {**os.environ, **index, "FROGNANO_STATE_DIR": str(tmp_path / "state"),
-               "FROGNANO_WORK_DIR": str(root / "work"), "COLUMNS": "200"}
-        proc = subprocess.run(
-            [sys.executable, "-m", "frognano", "solve", str(source), "--issue", ISSUE,
-             "--model", f"scripted:{script_file}", "--transcript", str(transcript),
-             "--max-attempts", "1"],
-            env=env, capture_output=True, text=True, timeout=900)
-        output = proc.stdout + proc.stderr
-        branches = git(source, "branch", "--list", "frognano/*").split()
-        fixed = git(source, "show", f"{branches[0]}:{path}") if branches else ""
-
-    records = read_transcript(transcript)
+    solved = _solve(project, index, tmp_path, transcript)
+    records = read_transcript(transcript) if transcript.is_file() else []
+    record.observed = _observed(project, solved, records)
+    assert solved.returncode == 0, solved.output
     run = next(r for r in records if r["kind"] == "run")
     setup = next((r for r in records if r["kind"] == "setup"), {})
     baseline = next(r for r in records if r["kind"] == "baseline")
     result = records[-1]
-    record.observed = {
-        "setup": run.get("setup_note", ""), "setup exit": setup.get("exit_code"),
-        "baseline failing": sorted(t for t, s in baseline["tests"].items() if s != "passed"),
-        "verdict": result.get("exit_reason"), "branch": branches[0] if branches else "none"}
-    assert proc.returncode == 0, output
     assert "inferred (no `setup:` given)" in run["setup_note"], run
-    assert "inferred (no `setup:` given)" in output, "solve names the inferred setup"
+    assert "inferred (no `setup:` given)" in solved.output, "solve names the inferred setup"
     assert setup.get("exit_code") == 0, setup
     installed = json.dumps(setup).lower().replace("_", "-")
     for package in project.needs:  # from the local index, through the setup phase only
@@ -201,4 +318,4 @@ def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Pa
         assert baseline["guard"] is not None, baseline
     assert result["exit_reason"] == "tests_passed" and result["verdict"]["accepted"] is True
     assert result["verdict"]["read_first"] == [], "an honest fix is not flagged"
-    assert len(branches) == 1 and new in fixed
+    assert len(solved.branches) == 1 and project.fix[2] in solved.fixed
