@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bot.events import sign
+from bot.webhook_events import sign
 
 RATE = 200  # deliveries per second
 SECONDS = 8.0

@@ -39,11 +39,11 @@ from bot.enqueue import (
     body_digest,
     enqueue_once,
 )
-from bot.events import Ignore, PayloadError, parse_json_body, route, verify_signature
 from bot.logs import delivery_context
 from bot.settings import BotSettings, webhook_secret_problem
 from bot.setup_flow import setup_router
 from bot.triggers import CONTROL_QUEUE_SUFFIX, Trigger
+from bot.webhook_events import Ignore, PayloadError, parse_json_body, route, verify_signature
 
 if TYPE_CHECKING:
     from runstore.store import RunStore

@@ -6,7 +6,7 @@
 - `execute`: the sandbox and the harness, with the caller's event outputs;
 - `decide`: the finished run → publish, refuse with a reason, or fail with a reason.
   Pure: no GitHub, no git, no sandbox, so every branch is tested as data
-  (tests/unit/solver/test_run_path.py), as bot/events.route is for webhooks.
+  (tests/unit/solver/test_run_path.py), as bot/webhook_events.route is for webhooks.
 
 Only what differs stays with the callers: where the source and the config text come from
 (the user's checkout; the mirror and the default branch on GitHub), and what applying a

@@ -15,7 +15,6 @@ import logging
 import uuid
 from pathlib import Path
 
-from bot.events import review_comments_text
 from bot.github_api import Forbidden, GitHubError, NotAFile, RateLimited, RepoRef
 from bot.logs import delivery_context, run_context
 from bot.messages import (
@@ -36,6 +35,7 @@ from bot.messages import (
 )
 from bot.triggers import Trigger
 from sandbox.trees import remove_tree
+from solver.agent.prompts import review_comments_text
 from solver.agent.result import SolveResult
 from solver.agent.run_events import Outputs, Triggered
 from solver.agent.transcript import Transcript

@@ -8,6 +8,8 @@ trained on plain task instructions.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Protocol
 
 from solver.verdict.outside_pytest import disagreeing_tests
 from solver.verdict.repo_tests import TestVerdict
@@ -35,6 +37,47 @@ def task_message(issue: str, test_command: str | None, guidance: str = "") -> st
             "they must pass when you are done."
         )
     return "\n\n".join(parts)
+
+
+class LineComment(Protocol):
+    """A reviewer's comment on a line of the change, as the webhook or the REST API gives
+    it (bot/webhook_events, bot/github_api.ReviewCommentInfo)."""
+
+    @property
+    def body(self) -> str | None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def diff_hunk(self) -> str: ...
+
+
+# The word that addresses the bot (bot/webhook_events.parse_command's grammar): the model
+# reads what the reviewer asked, not the command word.
+_COMMAND_WORD = re.compile(r"\s*/frognano(?=\s|$)")
+
+
+def _asked(body: str | None) -> str:
+    text = body or ""
+    match = _COMMAND_WORD.match(text)
+    return text if match is None else text[match.end():].strip()
+
+
+def review_comments_text(comments: Sequence[LineComment]) -> str:
+    """Each comment with its file, line and diff hunk (what the reviewer saw)."""
+    parts = []
+    for comment in comments:
+        where = f"{comment.path}, line {comment.line}" if comment.line else comment.path
+        parts.append(f"Review comment on {where}:\n{_asked(comment.body)}"
+                     f"\n\nThe diff it is about:\n{comment.diff_hunk}")
+    return "\n\n".join(parts)
+
+
+def review_feedback(review_body: str, comments: Sequence[LineComment]) -> str:
+    """A review as the model's guidance: its body, then its line comments."""
+    header = f"A reviewer asked for changes on your pull request.\n\n{review_body}".strip()
+    return "\n\n".join(part for part in (header, review_comments_text(comments)) if part)
 
 
 # Lines of the test output that name the harness's own plumbing, not the tests.

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import redis
 
-from bot.events import sign
+from bot.webhook_events import sign
 from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import make_repo
 from tests.support.fake_github.server import FakeGitHub

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.receiver import _open_loop
-from bot.events import sign
+from bot.webhook_events import sign
 
 
 def raw_request(port: int, secret: str, delivery: dict[str, Any]) -> bytes:

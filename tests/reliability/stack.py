@@ -24,8 +24,8 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from bot.app import create_app
-from bot.events import sign
 from bot.settings import BotSettings
+from bot.webhook_events import sign
 from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import make_repo
 from tests.support.fake_github.server import FakeGitHub

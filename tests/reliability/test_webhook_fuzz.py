@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from bot.app import create_app
-from bot.events import sign
 from bot.settings import BotSettings
 from bot.triggers import CONTROL_QUEUE_SUFFIX
+from bot.webhook_events import sign
 from tests.reliability.conftest import Recorder
 from tests.support.redis_server import RedisServer, start_redis
 
@@ -194,7 +194,7 @@ def test_webhook_fuzz(receiver: Receiver, scorecard: Recorder) -> None:
         if failing:
             record.notes.append(
                 "deep nesting makes json.loads raise RecursionError, which bot/app.py does "
-                "not catch (a 500): it must parse with bot.events.parse_json_body")
+                "not catch (a 500): it must parse with bot.webhook_events.parse_json_body")
         assert not failing, f"hostile shapes answered 5xx: {failing}"
     finally:
         record.observed = {"deliveries": sum(statuses.values()),

@@ -34,10 +34,10 @@ from bot.enqueue import (
     EnqueueOutcome,
     enqueue_once,
 )
-from bot.events import sign
 from bot.logs import json_handler
 from bot.settings import BotSettings
 from bot.triggers import ACCEPT_TASK, Trigger
+from bot.webhook_events import sign
 from tests.support.paths import REPO_ROOT
 from tests.unit.bot.test_events import commented, labeled
 

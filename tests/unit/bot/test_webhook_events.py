@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from bot.events import (
+from bot.triggers import Trigger
+from bot.webhook_events import (
     Ignore,
     PayloadError,
     bot_pull_issue,
@@ -18,7 +19,6 @@ from bot.events import (
     sign,
     verify_signature,
 )
-from bot.triggers import Trigger
 
 SECRET = "It's a Secret to Everybody"
 BOT = "frognano[bot]"
@@ -216,7 +216,7 @@ def test_ignored_actions_do_not_need_the_full_shape() -> None:
 
 
 def test_json_nested_too_deep_is_a_payload_error_not_a_crash() -> None:
-    from bot.events import PayloadError, parse_json_body
+    from bot.webhook_events import PayloadError, parse_json_body
 
     with pytest.raises(PayloadError, match="nested too deeply"):
         parse_json_body(b"[" * 100_000 + b"]" * 100_000)

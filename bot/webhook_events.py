@@ -10,13 +10,13 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.triggers import Trigger, TriggerKind
+from solver.agent.prompts import review_feedback
 
 SIGNATURE_PREFIX = "sha256="
 RETRY_COMMAND = "/frognano retry"
@@ -25,7 +25,7 @@ _RETRY_RE = re.compile(re.escape(RETRY_COMMAND) + r"(?=\s|$)")
 CANCEL_COMMAND = "/frognano cancel"
 _CANCEL_RE = re.compile(re.escape(CANCEL_COMMAND) + r"(?=\s|$)")
 # The bot's PR body opens with `Fixes #N` (bot/messages.pr_body) and its branch is
-# `frognano/issue-N` (workers/publish.branch_for): how a PR leads back to its issue.
+# `frognano/issue-N` (solver/policy.branch_for): how a PR leads back to its issue.
 # On the bot's PR any `/frognano …` comment is feedback for a new run (after `cancel`).
 _COMMAND_RE = re.compile(r"/frognano(?=\s|$)")
 _PR_ISSUE_RE = re.compile(r"Fixes #(\d+)\b")
@@ -231,36 +231,6 @@ def parse_command(body: str | None) -> str | None:
     text = (body or "").lstrip()
     match = _COMMAND_RE.match(text)
     return None if match is None else text[match.end():].strip()
-
-
-class LineComment(Protocol):
-    """A review comment as the webhook or the REST API gives it."""
-
-    @property
-    def body(self) -> str | None: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def line(self) -> int | None: ...
-    @property
-    def diff_hunk(self) -> str: ...
-
-
-def review_comments_text(comments: Sequence[LineComment]) -> str:
-    """Each comment with its file, line and diff hunk (what the reviewer saw)."""
-    parts = []
-    for comment in comments:
-        where = f"{comment.path}, line {comment.line}" if comment.line else comment.path
-        text = parse_command(comment.body)
-        parts.append(f"Review comment on {where}:\n{text if text is not None else comment.body}"
-                     f"\n\nThe diff it is about:\n{comment.diff_hunk}")
-    return "\n\n".join(parts)
-
-
-def review_feedback(review_body: str, comments: Sequence[LineComment]) -> str:
-    """The review as the model's guidance: its body, then its line comments."""
-    header = f"A reviewer asked for changes on your pull request.\n\n{review_body}".strip()
-    return "\n\n".join(part for part in (header, review_comments_text(comments)) if part)
 
 
 def is_cancel_command(body: str | None) -> bool:
