@@ -55,10 +55,11 @@ def code_span(text: str) -> str:
     return f"{ticks}{content}{ticks}"
 
 
-def fence(text: str) -> str:
+def fence(text: str, info: str = "") -> str:
     """A fenced code block that no line of `text` can close (its fence is longer than
-    every backtick run inside), with mentions neutralised as well."""
+    every backtick run inside), with mentions neutralised as well. `info` (the language,
+    e.g. "sh") is the bot's own word, never untrusted text."""
     content = neutralize_mentions(visible(text.rstrip()))
     runs = [len(run) for run in _BACKTICKS.findall(content)]
     ticks = "`" * max(3, max(runs, default=0) + 1)
-    return f"{ticks}\n{content}\n{ticks}"
+    return f"{ticks}{info}\n{content}\n{ticks}"

@@ -25,14 +25,12 @@ if TYPE_CHECKING:  # the receiver never imports the solver's run path
     from solver.run_path import Decision
 
 STATUS_MARKER = "<!-- frognano:status -->"
+# One short caution; the README's "CI and secrets" has the whole story.
 CI_WARNING = (
     "> [!CAUTION]\n"
-    "> **CI and secrets:** this branch holds model-written code, steered by an issue anyone "
-    "can write. Whatever CI runs of it (tests, `conftest.py`, `Makefile`, `setup.py`, local "
-    "actions) runs with this repository's secrets. Unless `.github/frognano.yml` says "
-    "`ci: run`, the commit carries `[skip ci]`, so `push` and `pull_request` workflows have "
-    "not run it: read the whole change before you push to this branch or run its "
-    "workflows, and take `[skip ci]` out of the merge commit's message.")
+    "> **CI and secrets:** a CI run of this branch runs model-written code with this "
+    "repository's secrets. Read the whole change before you run its workflows; unless "
+    "`ci: run` is set, the commit carries `[skip ci]`, which the merge commit should not keep.")
 NEEDS_REVIEW_LABEL = "needs-human-review"
 # On a PR whose change adds what no test run tells from a fix ("Read this first").
 CAREFUL_REVIEW_LABEL = "needs-careful-review"
@@ -217,6 +215,15 @@ def read_first_section(flags: list[ReadFirst]) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class ChangedFile:
+    """One path of the change and its size (`git diff --numstat`)."""
+
+    path: str
+    added: int | None  # None: a binary file, whose lines git does not count
+    removed: int | None
+
+
 @dataclass
 class RunReport:
     """What a finished run tells the maintainer."""
@@ -245,31 +252,49 @@ class RunReport:
     setup_command: str = ""
     best_of: AttemptsReport | None = None  # several attempts (attempts_in_parallel > 1)
     read_first: list[ReadFirst] = field(default_factory=list)  # what no test run can tell
+    issue_title: str = ""
+    branch: str = ""  # the bot's branch, for the reproduce commands
+    changed_files: list[ChangedFile] = field(default_factory=list)  # the change's size
+    still_failing: list[str] = field(default_factory=list)  # failed or errored at the end
 
 
-def pr_body(report: RunReport) -> str:
-    transcript = (f"[transcript]({report.transcript_url})" if report.transcript_url
-                  else "transcript kept on the worker")
-    changes = "\n".join(f"- {code_span(c)}" for c in report.changed_tests) \
-        or "- (none reported)"
-    warnings = "\n".join(f"- ⚠️ {escape_text(w)}" for w in report.warnings)
-    coverage = ("The change edits or adds tests: " + ", ".join(
-        code_span(p) for p in report.test_files_changed) if report.test_files_changed
-                else "⚠️ The change adds or edits no test: check that the fix is covered.")
-    return "\n".join([
-        f"Fixes #{report.issue_number}",
-        "",
-        *read_first_section(report.read_first),
-        "> [!WARNING]",
-        "> Written by FrogNano, a small local model. **Needs human review** before merging.",
-        "",
-        CI_WARNING,
-        "",
-        "## Summary",
+def change_size(files: list[ChangedFile]) -> str:
+    """"2 files, +3 −1" (a binary file adds no line count)."""
+    added = sum(f.added or 0 for f in files)
+    removed = sum(f.removed or 0 for f in files)
+    binary = sum(f.added is None for f in files)
+    extra = f" ({binary} binary)" if binary else ""
+    return f"{len(files)} file{'s' if len(files) != 1 else ''}{extra}, +{added} −{removed}"
+
+
+def _file_line(changed: ChangedFile) -> str:
+    size = "binary" if changed.added is None else f"+{changed.added} −{changed.removed}"
+    return f"- {code_span(changed.path)} ({size})"
+
+
+def _changes_section(report: RunReport, max_files: int = 30) -> list[str]:
+    """What changed and why: the model's words, then the size and the files."""
+    files = report.changed_files
+    listed = [_file_line(f) for f in files[:max_files]]
+    if len(files) > max_files:
+        listed.append(f"- … and {len(files) - max_files} more")
+    return [
+        "## What changed",
         "The model's own words, shown as plain text:",
         "",
         quote_untrusted(report.summary or "(the model gave no summary)"),
         "",
+        f"**{change_size(files)}**" if files else "No file changed.",
+        *listed,
+    ]
+
+
+def _verdict_section(report: RunReport) -> list[str]:
+    changes = [f"- {code_span(c)}" for c in report.changed_tests] or ["- (none reported)"]
+    coverage = ("The change edits or adds tests: " + ", ".join(
+        code_span(p) for p in report.test_files_changed) if report.test_files_changed
+                else "⚠️ The change adds or edits no test: check that the fix is covered.")
+    return [
         "## Tests",
         f"Command: {code_span(report.test_command)}",
         f"- before: {report.baseline_summary}",
@@ -282,15 +307,77 @@ def pr_body(report: RunReport) -> str:
           if report.setup_note else []),
         "",
         "Tests that changed state:",
-        changes,
+        *changes,
         "",
         coverage,
-        *(["", "## Warnings", warnings] if warnings else []),
-        *(["", *attempts_section(report.best_of)] if report.best_of else []),
+    ]
+
+
+def reproduce_commands(report: RunReport) -> list[str]:
+    """The shell lines that check out the pushed branch and run the tests the verdict ran
+    (in a clone of the repository, its remote `origin`)."""
+    branch = report.branch or f"frognano/issue-{report.issue_number}"
+    return [f"git fetch origin {branch}", "git checkout --detach FETCH_HEAD",
+            report.test_command]
+
+
+def _reproduce_section(report: RunReport) -> list[str]:
+    setup = ([f"The run set the project up first with {code_span(report.setup_command)} "
+              "(in its sandbox, whose venv comes first on `PATH`)."]
+             if report.setup_command else [])
+    return [
+        "## Reproduce",
+        "In a clone of this repository:",
         "",
+        fence("\n".join(reproduce_commands(report)), info="sh"),
+        *setup,
+    ]
+
+
+def _cautions_section(report: RunReport) -> list[str]:
+    """Cautions and flags: what no test run tells, the run's warnings, CI."""
+    read_first = read_first_section(report.read_first)
+    warnings = [f"- ⚠️ {escape_text(w)}" for w in report.warnings]
+    return [
+        *(read_first or ["## Cautions", ""]),
+        *warnings,
+        *([""] if warnings else []),
+        CI_WARNING,
+    ]
+
+
+def _run_section(report: RunReport) -> list[str]:
+    transcript = (f"[transcript]({report.transcript_url})" if report.transcript_url
+                  else "transcript kept on the worker")
+    return [
         "## Run",
         f"{report.steps} steps, {report.attempts} attempt(s), {report.tokens} tokens "
         f"generated, {report.seconds:.0f}s; model `{report.model}`; {transcript}.",
+    ]
+
+
+def pr_body(report: RunReport) -> str:
+    """What changed and why → the verdict → how to reproduce → cautions and flags → the
+    run. `Fixes #N` stays first and live: GitHub closes the issue on merge."""
+    title = f": {escape_text(report.issue_title)}" if report.issue_title.strip() else ""
+    pointer = ([f"⚠️ **Read this first**, below: {len(report.read_first)} line(s) that no "
+                "test run can tell from a fix.", ""] if report.read_first else [])
+    return "\n".join([
+        f"Fixes #{report.issue_number}{title}",
+        "",
+        "Written by FrogNano, a small local model. **Needs human review** before merging.",
+        "",
+        *pointer,
+        *_changes_section(report),
+        "",
+        *_verdict_section(report),
+        "",
+        *_reproduce_section(report),
+        "",
+        *_cautions_section(report),
+        *(["", *attempts_section(report.best_of)] if report.best_of else []),
+        "",
+        *_run_section(report),
         "",
         "## Review checklist",
         "- [ ] The change does what the issue asks, and nothing else",
@@ -299,12 +386,64 @@ def pr_body(report: RunReport) -> str:
     ])
 
 
+# A failed run's headline, in words, for each exit reason (solver/agent/loop.py's
+# ExitReason, and the harness's own: solver/agent/harness.py).
+EXIT_REASON_WORDS = {
+    "agent": "the model said it was done, but the repository's tests do not pass",
+    "max_attempts": "the model had its last try after the test results were fed back to "
+                    "it, and the tests still fail",
+    "max_turns": "the model used all of its steps before the tests passed",
+    "max_time": "the run reached its time limit before the tests passed",
+    "max_context_len": "the conversation outgrew the model's context window",
+    "max_tokens_per_turn": "the model's turn ran past the cap on tokens for one turn "
+                           "without ending",
+    "llm_query_error": "the model server failed or stopped answering",
+    "tool_error": "the sandbox or one of its tools failed, so the run could not go on",
+    "cancelled": "the run was cancelled",
+    "setup_failed": "the repository's setup command failed, so the model never started",
+    "baseline_unusable": "the tests could not run on the base branch, so a fix had nothing "
+                         "to be compared with",
+    "tests_passed": "the repository's tests pass, but the change was not published",
+}
+
+
+def exit_reason_words(reason: str) -> str:
+    """What happened, in words, with the exit code kept for a search."""
+    words = EXIT_REASON_WORDS.get(reason, "the run ended")
+    return f"{words} ({code_span(reason)})"
+
+
+def _failure_facts(report: RunReport, max_tests: int = 10) -> list[str]:
+    """Whether the model changed anything, and which tests still fail."""
+    files = report.changed_files
+    changed = (f"- The model changed {change_size(files)}: "
+               + ", ".join(code_span(f.path) for f in files[:max_tests])
+               + (" …" if len(files) > max_tests else "") + "." if files
+               else "- The model changed no file.")
+    failing = report.still_failing
+    still = ([f"- Still failing ({len(failing)}): "
+              + ", ".join(code_span(t) for t in failing[:max_tests])
+              + (f" and {len(failing) - max_tests} more" if len(failing) > max_tests else "")
+              + "."] if failing else [])
+    return [changed,
+            f"- Tests ({code_span(report.test_command)}): before {report.baseline_summary}; "
+            f"after {report.final_summary}.",
+            *still]
+
+
+def run_links(report: RunReport) -> str:
+    """The run's dashboard page, and its transcript on it (bot/dashboard.py)."""
+    if not report.transcript_url:
+        return "the transcript is kept on the worker"
+    return (f"[the run's page]({report.transcript_url}) and its "
+            f"[transcript]({report.transcript_url}#events)")
+
+
 def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
     lines = [
-        f"🐸 **FrogNano** did not open a pull request: `{report.exit_reason}`.",
+        f"🐸 **FrogNano** did not open a pull request: {exit_reason_words(report.exit_reason)}.",
         "",
-        f"Tests ({code_span(report.test_command)}): before {report.baseline_summary}; "
-        f"after {report.final_summary}.",
+        *_failure_facts(report),
     ]
     if report.refusals:
         lines += ["", "The verdict refused the change (only the repository's own, "
@@ -314,7 +453,8 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
         lines += ["", *read_first_section(report.read_first)]
     if report.final_output.strip():
         lines += ["", "Tail of the last test run:", _fence(report.final_output)]
-    lines += ["", f"{report.steps} steps, {report.attempts} attempt(s), {report.seconds:.0f}s."]
+    lines += ["", f"{report.steps} steps, {report.attempts} attempt(s), {report.seconds:.0f}s; "
+                  f"{run_links(report)}."]
     if report.best_of:
         lines += ["", *attempts_section(report.best_of)]
     if retry_hint:

@@ -498,6 +498,20 @@ class HostRepo:
                         "--ignore-submodules=none", against or self.base, tree, strip=False)
         return sorted({os.fsdecode(name) for name in out.split(b"\0") if name})
 
+    def numstat(self, tree: str) -> list[tuple[str, int | None, int | None]]:
+        """(path, lines added, lines removed) of each changed path, for the PR body's size
+        of the change; a binary file's counts are None (git counts no lines in it)."""
+        out = self._git("diff-tree", "-r", "-z", "--no-renames", "--numstat",
+                        "--ignore-submodules=none", self.base, tree, strip=False)
+        stats = []
+        for record in out.split(b"\0"):  # "added\tremoved\tpath" each, NUL-ended
+            added, _, rest = record.partition(b"\t")
+            removed, _, path = rest.partition(b"\t")
+            if path:
+                stats.append((os.fsdecode(path), int(added) if added != b"-" else None,
+                              int(removed) if removed != b"-" else None))
+        return stats
+
     def _bounded_diff(self, tree: str, limit: int) -> tuple[str, int, bool]:
         """The patch, read as a stream and abandoned past `limit`: never in memory whole."""
         argv = _argv(["diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv",

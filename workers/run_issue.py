@@ -18,6 +18,7 @@ from pathlib import Path
 from bot.github_api import Forbidden, GitHubError, NotAFile, RateLimited, RepoRef
 from bot.logs import delivery_context, run_context
 from bot.messages import (
+    ChangedFile,
     ReadFirst,
     RunReport,
     commit_message,
@@ -195,7 +196,7 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.set(status_cancelled(reason, generation))
         return outcome
-    report = _report(rt, trigger, generation, result, attempts)
+    report = _report(rt, trigger, generation, result, attempts, issue.title)
     decision = attempts.choice.chosen.decision
     if decision.action != "publish":
         if reviewing and trigger.pull_number is not None:
@@ -232,7 +233,7 @@ def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
 
 
 def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
-            attempts: Attempts) -> RunReport:
+            attempts: Attempts, title: str = "") -> RunReport:
     url = (f"{rt.public_url.rstrip('/')}/runs/{trigger.owner}/{trigger.repo}/"
            f"{trigger.issue_number}/{generation}" if rt.public_url else None)
     return RunReport(
@@ -256,6 +257,11 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         setup_note=result.setup_note, setup_command=result.setup_command or "",
         read_first=[ReadFirst(f.path, f.line, f.what, f.why)
                     for f in (result.verdict.read_first if result.verdict else [])],
+        issue_title=title, branch=branch_for(trigger.issue_number),
+        changed_files=[ChangedFile(*stat) for stat in attempts.host.numstat(
+            result.snapshot.tree)] if result.snapshot else [],
+        still_failing=sorted(t for t, state in (result.final.tests if result.final else {})
+                             .items() if state in ("failed", "error")),
     )
 
 
