@@ -53,6 +53,11 @@ _TEST_PACKAGE = re.compile(r"^(pytest([-_.].*)?|hypothesis|nose2?)$")
 VENV = '"${HOME%/home}/venv"'
 # The same venv as a maintainer writes it in .github/frognano.yml (README).
 CONFIG_VENV = "/frognano/venv"
+# Build plugins that take the version from git: the setup phase's tree has no `.git`
+# (run_path: the model's `.git` comes after setup), so without an sdist's PKG-INFO they
+# fail ("unable to detect version"); all of them read SETUPTOOLS_SCM_PRETEND_VERSION.
+SCM_VERSION_PLUGINS = ("setuptools-scm", "hatch-vcs", "flit-scm", "setuptools-scm-git-archive")
+SCM_PLACEHOLDER_VERSION = "0+unknown"  # what versioneer says without git, too
 SETUP_EXAMPLE = (f"setup: python3 -m venv {CONFIG_VENV} && "
                  f"{CONFIG_VENV}/bin/python -m pip install -e . pytest")
 
@@ -288,10 +293,40 @@ def infer_python_setup(root: Path) -> InferredSetup | None:
     _add_files(root, plan, files)
     _add_test_requirements(root, plan)
     args = plan.args + plan.added
-    command = (f"python3 -m venv {VENV} && "
+    scm = source is not None and _needs_scm_version(root)
+    pip = f"SETUPTOOLS_SCM_PRETEND_VERSION={SCM_PLACEHOLDER_VERSION} " if scm else ""
+    command = (f"python3 -m venv {VENV} && {pip}"
                f"{VENV}/bin/python -m pip install " + " ".join(shlex.quote(a) for a in args))
-    return InferredSetup(command, "inferred (no `setup:` given): a venv with "
-                         + " and ".join(plan.said), tuple(plan.added))
+    note = "inferred (no `setup:` given): a venv with " + " and ".join(plan.said)
+    if scm:
+        note += (f"; the version setuptools-scm would read from git given as "
+                 f"{SCM_PLACEHOLDER_VERSION} (setup runs without .git, and there is no PKG-INFO)")
+    return InferredSetup(command, note, tuple(plan.added))
+
+
+def _table(data: dict, key: str) -> dict:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _needs_scm_version(root: Path) -> bool:
+    """The build takes its version from git, and nothing else gives it one: no PKG-INFO
+    (an sdist's, which setuptools-scm reads instead) and no `fallback_version`."""
+    if (root / "PKG-INFO").is_file():
+        return False
+    data = _pyproject(root)
+    requires = data.get("build-system", {}).get("requires", [])
+    names = {requirement_name(str(r)) for r in requires} if isinstance(requires, list) else set()
+    tool = _table(data, "tool")
+    hatch = _table(tool, "hatch")
+    for table, key in ((tool.get("setuptools_scm"), "fallback_version"),
+                       (hatch.get("version"), "fallback-version")):
+        if isinstance(table, dict) and table.get(key):
+            return False
+    setup_py = root / "setup.py"
+    uses_scm_kwarg = setup_py.is_file() and "use_scm_version" in setup_py.read_text(
+        encoding="utf-8", errors="replace")
+    return bool(names & set(SCM_VERSION_PLUGINS)) or uses_scm_kwarg
 
 
 def _add_test_requirements(root: Path, plan: _Plan) -> None:

@@ -96,12 +96,36 @@ def _has_pytest_config(root: Path) -> bool:
     return pytest_config(tree_reader(root)) is not None
 
 
+# Folders of test modules as projects name them (`tests/`, `test/`, `testing/`,
+# `testsuite/`): pytest's own collection recurses into any of them.
+_TEST_FOLDER = re.compile(r"^(tests?|testing|test_?suite)$")
+_TEST_MODULES = ("test_*.py", "*_test.py")  # pytest's default python_files
+
+
+def _test_folders(root: Path) -> list[Path]:
+    """The root, its test folders and those of its packages (`pkg/tests/`, a src/
+    layout's `src/pkg/tests/`); links are not followed."""
+    found = [root]
+    for parent in (root, *_subdirs(root), *_subdirs(root / "src")):
+        found += [p for p in _subdirs(parent) if _TEST_FOLDER.match(p.name)]
+    return list(dict.fromkeys(found))
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    try:
+        return [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()
+                and not p.name.startswith(".")]
+    except OSError:
+        return []
+
+
 def _has_python_tests(root: Path) -> bool:
-    for folder in ("tests", "test", "."):
-        base = root / folder
-        if base.is_dir() and (any(base.glob("test_*.py")) or any(base.glob("*_test.py"))):
-            return True
-    return any(p for p in root.glob("*/tests/test_*.py"))
+    """Test modules pytest would collect with no configuration: at the root, in a test
+    folder (`tests/`, `testsuite/`, …) or in a package's own (`colorama/tests/*_test.py`)."""
+    return any(any(folder.glob(pattern)) for folder in _test_folders(root)
+               for pattern in _TEST_MODULES)
 
 
 def _npm_test_script(root: Path) -> bool:

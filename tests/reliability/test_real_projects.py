@@ -43,6 +43,9 @@ class Project:
     files: dict[str, str] | None = None  # written here instead of a tarball
     command: str = "python3 -m pytest"  # how the detected test command starts
     shape: str = ""  # what makes the project's layout its own, for the scorecard's table
+    # Why the run is not accepted yet (an open part of issue 20): a strict xfail, so the
+    # case goes red the day it passes and the mark must go.
+    known_gap: str = ""
 
 
 PROJECTS = {
@@ -146,6 +149,9 @@ PROJECTS = {
         ("toml/encoder.py", '            retval += " " + unicode(self.dump_value(u))\n',
          '            retval += " " + unicode(self.dump_value(u)) + ","\n'),
         needs=("numpy", "pytest-cov"), command="python3 -m pytest -rA -p no:cacheprovider tests",
+        known_gap="issue 20 §4: test_valid_tests and test_invalid_tests fail before and after "
+                  "the fix (the sdist has no toml-test data); pre-existing failures still "
+                  "block the verdict",
         shape="setup.py, tox.ini [testenv] deps (pytest, pytest-cov, numpy), committed "
               "egg-info"),
     # One module and its test file at the root; a committed egg-info that setup rewrites.
@@ -281,10 +287,13 @@ def _observed(project: Project, solved: Solved, records: list[dict]) -> dict[str
                                    and s not in ("skipped", "xfailed")),
         "verdict": result.get("exit_reason"), "accepted": verdict.get("accepted"),
         "branch": solved.branches[0] if solved.branches else "none",
-        "solve seconds": round(solved.seconds, 1)}
+        "solve seconds": round(solved.seconds, 1),
+        **({"known gap": project.known_gap} if project.known_gap else {})}
 
 
-@pytest.mark.parametrize("name", list(PROJECTS))
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=project.known_gap))
+    if project.known_gap else name for name, project in PROJECTS.items()])
 def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Path,
                                                          scorecard: Recorder) -> None:
     project = PROJECTS[name]

@@ -125,3 +125,44 @@ def test_fix_line_adds_to_the_setup_that_ran() -> None:
     assert fix_line(None, ["pyyaml"]) == (
         "setup: python3 -m venv /frognano/venv && /frognano/venv/bin/python -m pip install "
         "pyyaml")
+
+
+SCM_BUILD = ('[build-system]\nrequires = ["setuptools>=61", "setuptools_scm[toml]>=3.4.1"]\n'
+             'build-backend = "setuptools.build_meta"\n\n[project]\nname = "p"\n'
+             'dynamic = ["version"]\n')
+
+
+def test_a_version_from_git_is_given_where_setup_has_no_git(tmp_path: Path) -> None:
+    """Setup runs without `.git` (inflect as cloned: setuptools-scm, no PKG-INFO): pip's
+    build would stop at "unable to detect version", so the version is given."""
+    _tree(tmp_path, {"pyproject.toml": SCM_BUILD, "tests/test_p.py": ""})
+    setup = infer_python_setup(tmp_path)
+    assert setup is not None
+    assert ' && SETUPTOOLS_SCM_PRETEND_VERSION=0+unknown "${HOME%/home}/venv"/bin/python -m ' \
+           'pip install -e . pytest' in setup.command
+    assert "setuptools-scm would read from git given as 0+unknown" in setup.note
+
+
+def test_hatch_vcs_and_use_scm_version_need_it_too(tmp_path: Path) -> None:
+    hatch = _tree(tmp_path / "hatch", {"pyproject.toml": (
+        '[build-system]\nrequires = ["hatchling", "hatch-vcs"]\n'
+        'build-backend = "hatchling.build"\n[project]\nname = "p"\ndynamic = ["version"]\n')})
+    legacy = _tree(tmp_path / "legacy", {"setup.py": (
+        "from setuptools import setup\nsetup(name='p', use_scm_version=True, "
+        "setup_requires=['setuptools_scm'])\n")})
+    assert "SETUPTOOLS_SCM_PRETEND_VERSION=" in _command(hatch)
+    assert "SETUPTOOLS_SCM_PRETEND_VERSION=" in _command(legacy)
+
+
+def test_no_version_is_given_where_the_build_finds_one(tmp_path: Path) -> None:
+    """An sdist's PKG-INFO (setuptools-scm reads it), a `fallback_version`, or a build
+    that does not ask git."""
+    sdist = _tree(tmp_path / "sdist", {"pyproject.toml": SCM_BUILD,
+                                       "PKG-INFO": "Metadata-Version: 2.1\nName: p\n"
+                                                   "Version: 1.2\n"})
+    fallback = _tree(tmp_path / "fallback", {"pyproject.toml": SCM_BUILD
+                                             + '\n[tool.setuptools_scm]\n'
+                                               'fallback_version = "0.0"\n'})
+    plain = _tree(tmp_path / "plain", {"pyproject.toml": PROJECT})
+    for root in (sdist, fallback, plain):
+        assert "SETUPTOOLS_SCM_PRETEND_VERSION" not in _command(root), root.name

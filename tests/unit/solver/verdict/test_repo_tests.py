@@ -145,3 +145,32 @@ def test_reporter_writes_per_test_junit(tmp_path: Path) -> None:
     assert parse_junit(report.read_bytes()) == {
         "tests/test_a.py::T::test_ok": "passed", "tests/test_a.py::T::test_bad": "failed",
         "tests/test_a.py::T::test_skip": "skipped", "tests/test_broken.py": "error"}
+
+
+@pytest.mark.parametrize("module", [
+    "testsuite/test_all.py",  # pycodestyle
+    "testing/test_iniconfig.py",  # iniconfig, pluggy (without their configuration)
+    "colorama/tests/ansi_test.py",  # tests inside the package, named `*_test.py`
+    "src/pkg/tests/test_x.py",  # a src/ layout's package tests
+    "test_six.py",  # one test module at the root
+])
+def test_test_modules_where_real_projects_keep_them_are_pytest(tmp_path: Path,
+                                                               module: str) -> None:
+    (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / module).write_text("def test_x():\n    pass\n")
+    found = detect_test_command(tmp_path)
+    assert found is not None and (found.source, found.command) == ("pytest", PYTEST_COMMAND)
+
+
+def test_modules_pytest_would_not_collect_are_no_test_suite(tmp_path: Path) -> None:
+    """humanfriendly's `humanfriendly/tests.py`, a `docs/test_x.py` outside any test
+    folder, and test modules behind a link out of the tree: no command is guessed."""
+    root, other = tmp_path / "repo", tmp_path / "other"
+    for name in ("humanfriendly/tests.py", "humanfriendly/__init__.py", "docs/test_x.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("def test_x():\n    pass\n")
+    (other / "tests").mkdir(parents=True)
+    (other / "tests" / "test_y.py").write_text("def test_y():\n    pass\n")
+    (root / "tests").symlink_to(other / "tests")
+    (root / "pkg").symlink_to(other)
+    assert detect_test_command(root) is None
