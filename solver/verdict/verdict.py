@@ -29,6 +29,13 @@ class Verdict:
     flags: list[str] = field(default_factory=list)  # suspicious, said loudly either way
     # What no test run tells from a fix, for the reviewer first (change_flags.py).
     read_first: list[ChangeFlag] = field(default_factory=list)
+    # Baseline failures the change is not blamed for (`excuse`): failing the same way in
+    # both baseline runs and after the change, or flipping between the baseline runs.
+    preexisting: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    # What shows the change does something: tests that fail on the base code and pass on
+    # the change (a repository test, or one of the model's, run against the base tree).
+    evidence: list[str] = field(default_factory=list)
 
     def new_tests_summary(self) -> str:
         if not self.new_tests:
@@ -38,7 +45,9 @@ class Verdict:
     def to_dict(self) -> dict[str, object]:
         return {"accepted": self.accepted, "reasons": self.reasons, "notes": self.notes,
                 "new_tests": self.new_tests, "mode": self.mode, "flags": self.flags,
-                "read_first": [flag.to_dict() for flag in self.read_first]}
+                "read_first": [flag.to_dict() for flag in self.read_first],
+                "preexisting": self.preexisting, "flaky": self.flaky,
+                "evidence": self.evidence}
 
 
 def _counts(tests: dict[str, str]) -> str:
@@ -54,11 +63,15 @@ def _capped(reasons: list[str]) -> list[str]:
     return [*reasons[:MAX_LISTED], f"… and {len(reasons) - MAX_LISTED} more"]
 
 
-def _per_test(baseline: dict[str, str], final: dict[str, str]) -> list[str]:
-    """Every test seen at baseline must still be there; every one that ran must pass."""
+def _per_test(baseline: dict[str, str], final: dict[str, str],
+              excused: frozenset[str] = frozenset()) -> list[str]:
+    """Every test seen at baseline must still be there; every one that ran must pass
+    (but those `excused`: failing before and after, or flaky)."""
     reasons = []
     for test, before in sorted(baseline.items()):
         after = final.get(test)
+        if test in excused:
+            continue
         if after is None:
             reasons.append(f"test no longer runs: {test}" if before in RAN
                            else f"test is no longer collected: {test} (was {before})")
@@ -149,9 +162,135 @@ def _run_checks(baseline: TestVerdict, run: TestVerdict, label: str
     return reasons, flags
 
 
+PER_TEST = ("junit", "go-json")  # reports that give each test's status
+
+
+@dataclass(frozen=True)
+class Reruns:
+    """The runs that tell a baseline failure the change is not blamed for: the base once
+    more (`second`), and the model's new tests against the base tree (`model_tests_on_base`)
+    when they are the only possible evidence. None: not needed, so not run."""
+
+    second: TestVerdict | None = None
+    model_tests_on_base: TestVerdict | None = None
+
+
+@dataclass(frozen=True)
+class Excused:
+    """SWE-bench's split, with evidence instead of a gold patch (issue 20 §4)."""
+
+    preexisting: dict[str, str]  # test → status: the same in both baseline runs and after
+    flaky: dict[str, str]  # test → how it flipped between the two baseline runs
+
+    @property
+    def tests(self) -> frozenset[str]:
+        return frozenset(self.preexisting) | frozenset(self.flaky)
+
+    def used(self, final: TestVerdict) -> bool:
+        """Whether the change is accepted only by an excuse: an excused test fails after."""
+        return any(final.tests.get(test) in BAD for test in self.tests)
+
+
+def needs_second_baseline(baseline: TestVerdict, final: TestVerdict) -> bool:
+    """Only a baseline with failures, and a change after which one of its tests still
+    fails, can hold a failure the change is not blamed for. A green baseline's rule stays
+    as it is: every test passes."""
+    return (baseline.report in PER_TEST and final.report == baseline.report
+            and any(status in BAD for status in baseline.tests.values())
+            and any(final.tests.get(test) in BAD for test in baseline.tests))
+
+
+def excuse(baseline: TestVerdict, second: TestVerdict, final: TestVerdict) -> Excused:
+    """A test failing the same way in both baseline runs and after the change is a
+    pre-existing failure; one that failed in one baseline run and passed in the other is
+    flaky. Neither is blamed on the change, and neither is evidence for it."""
+    preexisting = {test: status for test, status in baseline.tests.items()
+                   if status in BAD and second.tests.get(test) == status
+                   and final.tests.get(test) == status}
+    flaky = {}
+    for test, first in baseline.tests.items():
+        again = second.tests.get(test)
+        if first in RAN and again in RAN and (first in BAD) != (again in BAD) \
+                and final.tests.get(test) in RAN:
+            flaky[test] = f"{first} in one baseline run, {again} in the other"
+    return Excused(preexisting, flaky)
+
+
+def repo_evidence(baseline: TestVerdict, second: TestVerdict, final: TestVerdict
+                  ) -> list[str]:
+    """The repository's tests that failed in both baseline runs and pass on the change."""
+    return sorted(test for test, status in baseline.tests.items() if status in BAD
+                  and second.tests.get(test) in BAD and final.tests.get(test) == "passed")
+
+
+def model_evidence(new_tests: dict[str, str], on_base: TestVerdict) -> list[str]:
+    """The model's new tests that pass on the change and fail on the base code (or whose
+    module cannot even be collected there); `assert True` passes on both."""
+    if on_base.report not in PER_TEST:
+        return []
+    found = []
+    for test, status in sorted(new_tests.items()):
+        before = on_base.tests.get(test)
+        module_broken = on_base.tests.get(test.split("::")[0]) in BAD
+        if status == "passed" and (before in BAD or (before is None and module_broken)):
+            found.append(test)
+    return found
+
+
+def _original_tests(baseline: TestVerdict, final: TestVerdict, excused: frozenset[str]
+                    ) -> tuple[list[str], list[str], str]:
+    """The repository's own tests on the change: (reasons, notes, mode)."""
+    if baseline.report not in PER_TEST:
+        return [], ["verdict from the exit code only: the runner gives no per-test "
+                    "report; the repository's original test files were restored"], "exit code"
+    if final.report != baseline.report:
+        return ["the test run wrote no readable report (the baseline did)"], [], "per-test"
+    return (_per_test(baseline.tests, final.tests, excused) + _exit_agrees(final, "test run"),
+            [], "per-test")
+
+
+def _listed(tests: list[str], limit: int = 10) -> str:
+    return ", ".join(tests[:limit]) + (f", … and {len(tests) - limit} more"
+                                       if len(tests) > limit else "")
+
+
+def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
+                  new_tests: dict[str, str], verdict: Verdict) -> list[str]:
+    """Fill the verdict's pre-existing failures, flaky tests and evidence; the refusal
+    when the change is accepted only by an excuse and nothing shows it does anything."""
+    if reruns.second is None:
+        return []
+    excused = excuse(baseline, reruns.second, final)
+    verdict.preexisting, verdict.flaky = sorted(excused.preexisting), sorted(excused.flaky)
+    evidence = repo_evidence(baseline, reruns.second, final)
+    if reruns.model_tests_on_base is not None:
+        evidence += model_evidence(new_tests, reruns.model_tests_on_base)
+    verdict.evidence = evidence
+    if verdict.flaky:
+        verdict.notes.append("flaky (flipped between two baseline runs; neither blamed on "
+                             "the change nor counted for it): " + _listed(verdict.flaky))
+    if verdict.preexisting:
+        verdict.notes.append(f"{len(verdict.preexisting)} test(s) failing before and after, "
+                             "the same way in two baseline runs, not caused by this change: "
+                             + _listed(verdict.preexisting))
+    if not excused.used(final):
+        return []
+    if not evidence:
+        return ["no evidence the change does anything: no test that fails on the base code "
+                "passes with it (a repository test, or a new test that fails when run "
+                "against the base tree); failing before and after: "
+                + _listed(verdict.preexisting or verdict.flaky)]
+    verdict.notes.append("evidence the change does something (fails on the base code, "
+                         "passes with the change): " + _listed(evidence))
+    return []
+
+
 def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
-           with_model_tests: TestVerdict | None = None) -> Verdict:
-    """Accept only what the repository's own, untouched tests accept."""
+           with_model_tests: TestVerdict | None = None,
+           reruns: Reruns | None = None) -> Verdict:
+    """Accept only what the repository's own, untouched tests accept; a baseline failure
+    is excused only as `excuse` says, and then only with evidence."""
+    reruns = reruns or Reruns()
     reasons = list(plan.refusals)
     notes = list(plan.notes)
     if plan.model_tests:
@@ -160,19 +299,13 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
                      + (", …" if len(plan.model_tests) > 10 else "") + ")")
     if final.timed_out:
         reasons.append("the test run timed out")
-    mode = "per-test"
-    run_reasons: list[str] = []
-    if baseline.report in ("junit", "go-json"):
-        if final.report != baseline.report:
-            run_reasons.append("the test run wrote no readable report (the baseline did)")
-        else:
-            run_reasons += _per_test(baseline.tests, final.tests)
-            run_reasons += _exit_agrees(final, "test run")
-    else:
-        mode = "exit code"
-        notes.append("verdict from the exit code only: the runner gives no per-test "
-                     "report; the repository's original test files were restored")
-    if not run_reasons and not final.timed_out and final.exit_code != 0:
+    excused = (excuse(baseline, reruns.second, final) if reruns.second is not None
+               else Excused({}, {}))
+    run_reasons, mode_notes, mode = _original_tests(baseline, final, excused.tests)
+    notes += mode_notes
+    # Failing with the baseline's own exit status, for the excused failures only.
+    excused_exit = excused.used(final) and final.exit_code == baseline.exit_code
+    if not run_reasons and not final.timed_out and final.exit_code != 0 and not excused_exit:
         run_reasons.append(f"the test run failed with exit code {final.exit_code}")
     checked, flags = _run_checks(baseline, final, "test run")
     checked += _doctest_examples(baseline, final)  # the model's own examples run apart
@@ -181,19 +314,36 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
     new_tests: dict[str, str] = {}
     if with_model_tests is not None:
         new_tests = {t: s for t, s in with_model_tests.tests.items() if t not in final.tests}
-        for test, status in sorted(new_tests.items()):
-            if status in BAD:
-                reasons.append(f"new test {'fails' if status == 'failed' else 'errors'}: "
-                               f"{test}")
-        if with_model_tests.report in ("junit", "go-json"):
-            reasons += _exit_agrees(with_model_tests, "run with the model's tests")
-        elif with_model_tests.exit_code != 0:
-            reasons.append("the run with the model's own tests failed with exit code "
-                           f"{with_model_tests.exit_code}")
-        if with_model_tests.timed_out:
-            reasons.append("the run with the model's own tests timed out")
-        checked, more = _run_checks(baseline, with_model_tests, "run with the model's tests")
+        reasons += _model_tests_reasons(baseline, with_model_tests, new_tests, reasons, flags)
+    if reruns.model_tests_on_base is not None:
+        checked, more = _run_checks(baseline, reruns.model_tests_on_base,
+                                    "run of the model's tests against the base tree")
         reasons += [r for r in checked if r not in reasons]
         flags += [f for f in more if f not in flags]
-    return Verdict(accepted=not reasons, reasons=_capped(reasons), notes=notes,
-                   new_tests=new_tests, mode=mode, flags=flags)
+    verdict = Verdict(accepted=False, notes=notes, new_tests=new_tests, mode=mode,
+                      flags=flags)
+    reasons += _excused_part(baseline, final, reruns, new_tests, verdict)
+    verdict.accepted, verdict.reasons = not reasons, _capped(reasons)
+    return verdict
+
+
+def _model_tests_reasons(baseline: TestVerdict, with_model_tests: TestVerdict,
+                         new_tests: dict[str, str], reasons: list[str],
+                         flags: list[str]) -> list[str]:
+    """The run with the model's own tests: each new test must pass, the run be sound.
+    Adds its flags to `flags`; returns the reasons not already in `reasons`."""
+    found = []
+    for test, status in sorted(new_tests.items()):
+        if status in BAD:
+            found.append(f"new test {'fails' if status == 'failed' else 'errors'}: {test}")
+    if with_model_tests.report in PER_TEST:
+        found += _exit_agrees(with_model_tests, "run with the model's tests")
+    elif with_model_tests.exit_code != 0:
+        found.append("the run with the model's own tests failed with exit code "
+                     f"{with_model_tests.exit_code}")
+    if with_model_tests.timed_out:
+        found.append("the run with the model's own tests timed out")
+    checked, more = _run_checks(baseline, with_model_tests, "run with the model's tests")
+    found += [r for r in checked if r not in reasons and r not in found]
+    flags += [f for f in more if f not in flags]
+    return found

@@ -22,7 +22,7 @@ import secrets
 import shutil
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxConfig
@@ -40,7 +40,14 @@ from solver.verdict.outside_pytest import check_outside_pytest
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.suite_material import TestMaterial, material_from
 from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path, plan_verdict_tree
-from solver.verdict.verdict import Verdict, decide
+from solver.verdict.verdict import (
+    Reruns,
+    Verdict,
+    decide,
+    excuse,
+    needs_second_baseline,
+    repo_evidence,
+)
 
 SandboxFactory = Callable[[SandboxConfig], Sandbox]
 # Files in the venv through which code runs at interpreter or pytest start-up.
@@ -65,6 +72,7 @@ class Judgement:
     with_model_tests: TestVerdict | None
     snapshot: Snapshot
     plan: TreePlan
+    reruns: Reruns = field(default_factory=Reruns)  # the base again, the model's tests on it
 
 
 def startup_hooks(venv: Path) -> dict[str, int]:
@@ -104,6 +112,7 @@ class VerdictRunner:
             self.open_sandbox = open_sandbox or type(sandbox)
         self.runs = 0
         self._material: tuple[TestVerdict, TestMaterial] | None = None
+        self._second: tuple[TestVerdict, TestVerdict] | None = None  # (baseline, again)
         self.private_copy = scratch / "private-after-setup"
         self.hooks_after_setup: dict[str, int] = {}
         self.setup_left_out: list[str] = []  # FIFOs, devices, too deep: not in the copy
@@ -217,12 +226,46 @@ class VerdictRunner:
             configs = [p for p in plan.restore if is_test_config(p)]
             tree = self.repo.tree_with_base_paths(snapshot.tree, configs)
             with_model_tests = self.run(tree, "model-tests", timeout)
-        verdict = decide(baseline, final, plan, with_model_tests)
+        reruns = self.reruns(baseline, final, with_model_tests, snapshot, model_test_files,
+                             timeout)
+        verdict = decide(baseline, final, plan, with_model_tests, reruns)
         # Said to the reviewer, never refused: what no test run tells from a fix.
         verdict.read_first = scan_change(snapshot.paths, self.repo.read_base,
                                          self._reader(snapshot), failing_tests(baseline))
         check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
-        return Judgement(verdict, final, with_model_tests, snapshot, plan)
+        return Judgement(verdict, final, with_model_tests, snapshot, plan, reruns)
+
+    def second_baseline(self, baseline: TestVerdict, timeout: float) -> TestVerdict:
+        """The baseline's tree run once more, in a fresh sandbox from the venv as setup
+        left it, like every harness run: nothing of the agent's reaches it. Run at the
+        first verdict that needs it, then kept for the run."""
+        if self._second is None or self._second[0] is not baseline:
+            self._second = (baseline, self.run(self.repo.test_base, "baseline-again",
+                                               timeout))
+        return self._second[1]
+
+    def reruns(self, baseline: TestVerdict, final: TestVerdict,
+               with_model_tests: TestVerdict | None, snapshot: Snapshot,
+               model_files: list[str], timeout: float) -> Reruns:
+        """What the verdict needs to excuse a baseline failure (verdict.excuse): the
+        second baseline run when a baseline failure still fails after the change; the
+        model's new tests against the base tree when only they can be the evidence."""
+        if not needs_second_baseline(baseline, final):
+            return Reruns()
+        second = self.second_baseline(baseline, timeout)
+        new_passing = with_model_tests is not None and any(
+            status == "passed" for test, status in with_model_tests.tests.items()
+            if test not in final.tests)
+        if not excuse(baseline, second, final).used(final) or not new_passing \
+                or repo_evidence(baseline, second, final):
+            return Reruns(second)
+        # The base tree with the model's test files as the change has them: every other
+        # path the change (or the bot's earlier commits) touched goes back to the base.
+        drift = [] if self.repo.test_base == self.repo.base else \
+            self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
+        back = [p for p in {*snapshot.paths, *drift} if p not in model_files]
+        tree = self.repo.tree_with_base_paths(snapshot.tree, back)
+        return Reruns(second, self.run(tree, "model-tests-on-base", timeout))
 
     def _reader(self, snapshot: Snapshot) -> Callable[[str], bytes | None]:
         """Candidate file contents, read from the host's git objects (never the tree)."""

@@ -229,3 +229,81 @@ def test_report_pipe_counts_every_write_and_cannot_be_rewritten(tmp_path: Path) 
                    cwd=tmp_path, timeout=20)
     assert len(documents("junit", pipe.close())) == 2
     assert (tmp_path / "r.xml").is_fifo()
+
+
+# --- Baseline failures not caused by the change (issue 20 §4) ---------------------------
+# t::tz fails on the host before and after; t::bug is the issue's; t::ok passes.
+RED = verdict({"t::tz": "failed", "t::bug": "failed", "t::ok": "passed"}, exit_code=1)
+
+
+def _after(**tests: str) -> TestVerdict:
+    statuses = {"t::tz": "failed", "t::bug": "passed", "t::ok": "passed", **{
+        f"t::{name}": status for name, status in tests.items()}}
+    return verdict(statuses, exit_code=1 if any(s in ("failed", "error")
+                                                for s in statuses.values()) else 0)
+
+
+def test_a_failure_before_and_after_is_excused_with_evidence() -> None:
+    from solver.verdict.verdict import Reruns, needs_second_baseline
+
+    final = _after()
+    assert needs_second_baseline(RED, final)
+    assert not decide(RED, final, TreePlan()).accepted  # no second run: today's rule
+    result = decide(RED, final, TreePlan(), reruns=Reruns(second=RED))
+    assert result.accepted, result.reasons
+    assert result.preexisting == ["t::tz"] and result.evidence == ["t::bug"]
+    assert any("not caused by this change: t::tz" in note for note in result.notes)
+    assert result.to_dict()["preexisting"] == ["t::tz"]
+
+
+@pytest.mark.parametrize(("final", "second", "reason"), [
+    # A do-nothing change: both still fail the same way; nothing shows it does anything.
+    (_after(bug="failed"), RED, "no evidence the change does anything"),
+    # Failing differently after the change is no pre-existing failure.
+    (_after(tz="error"), RED, "test still errors: t::tz"),
+    # A test that passed at baseline fails: blamed, whatever else is excused.
+    (_after(ok="failed"), RED, "test fails: t::ok"),
+    # The issue's test flipped between the baseline runs: flaky, so no evidence.
+    (_after(), verdict({**RED.tests, "t::bug": "passed"}, exit_code=1),
+     "no evidence the change does anything"),
+    # A pytest exit status other than the baseline's.
+    (verdict({**_after().tests}, exit_code=3), RED, "the test run failed with exit code 3"),
+])
+def test_an_excuse_never_hides_a_change(final: TestVerdict, second: TestVerdict,
+                                        reason: str) -> None:
+    from solver.verdict.verdict import Reruns
+
+    result = decide(RED, final, TreePlan(), reruns=Reruns(second=second))
+    assert not result.accepted and any(reason in r for r in result.reasons), result.reasons
+
+
+def test_a_flaky_test_is_named_never_blamed() -> None:
+    from solver.verdict.verdict import Reruns
+
+    second = verdict({**RED.tests, "t::ok": "failed"}, exit_code=1)
+    result = decide(RED, _after(ok="failed"), TreePlan(), reruns=Reruns(second=second))
+    assert result.accepted and result.flaky == ["t::ok"], result.reasons
+    assert result.evidence == ["t::bug"]
+
+
+def test_green_baseline_needs_no_second_run() -> None:
+    from solver.verdict.verdict import needs_second_baseline
+
+    green = verdict({"t::ok": "passed"})
+    assert not needs_second_baseline(green, verdict({"t::ok": "failed"}, exit_code=1))
+    assert not needs_second_baseline(RED, verdict({"t::tz": "passed", "t::bug": "passed",
+                                                   "t::ok": "passed"}))
+
+
+def test_the_models_test_is_evidence_only_if_it_fails_on_the_base() -> None:
+    from solver.verdict.verdict import Reruns
+
+    final = _after(bug="failed")  # the repository's tests show nothing
+    added = verdict({**final.tests, "t::new": "passed"}, exit_code=1)
+    plan = TreePlan(restore=["t"], model_tests=["t"])
+    for on_base, accepted in ((verdict({**RED.tests, "t::new": "failed"}, 1), True),
+                              (verdict({**RED.tests, "t::new": "passed"}, 1), False),
+                              (verdict({**RED.tests, "t": "error"}, 1), True)):
+        result = decide(RED, final, plan, added, Reruns(RED, on_base))
+        assert result.accepted is accepted, result.reasons
+        assert result.evidence == (["t::new"] if accepted else [])
