@@ -22,7 +22,7 @@ from bot.markdown import (
 from solver.report import AttemptsReport
 
 if TYPE_CHECKING:  # the receiver never imports the solver's run path
-    from solver.run_path import Decision
+    from solver.run import Decision
 
 STATUS_MARKER = "<!-- frognano:status -->"
 # One short caution; the README's "CI and secrets" has the whole story.
@@ -199,13 +199,13 @@ class ReadFirst:
     why: str  # why no test run tells it from a fix
 
 
-def read_first_section(flags: list[ReadFirst]) -> list[str]:
+def read_first_section(flags: list[ReadFirst], heading: str = "##") -> list[str]:
     """The reviewer's first stop: each flag by file and line. The code quoted is the
     model's, so it is escaped like any untrusted text."""
     if not flags:
         return []
     return [
-        "## ⚠️ Read this first",
+        f"{heading} ⚠️ Read this first",
         "The tests passing says nothing about these lines: no test run can tell them from "
         "a fix. The change adds, outside the tests:",
         "",
@@ -336,12 +336,11 @@ def _reproduce_section(report: RunReport) -> list[str]:
 
 def _cautions_section(report: RunReport) -> list[str]:
     """Cautions and flags: what no test run tells, the run's warnings, CI."""
-    read_first = read_first_section(report.read_first)
     warnings = [f"- ⚠️ {escape_text(w)}" for w in report.warnings]
     return [
-        *(read_first or ["## Cautions", ""]),
-        *warnings,
-        *([""] if warnings else []),
+        "## Cautions",
+        *read_first_section(report.read_first, heading="###"),
+        *(["### Warnings" if report.read_first else "", *warnings, ""] if warnings else []),
         CI_WARNING,
     ]
 

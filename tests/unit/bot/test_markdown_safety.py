@@ -91,7 +91,10 @@ def test_test_output_cannot_close_its_fence() -> None:
     assert len(fences) == 1
     assert fences[0].content == neutralize_mentions(FENCE_BREAK.rstrip()) + "\n"
     assert fences[0].markup == "`" * 11  # longer than the 10-backtick line inside
-    assert live(text) == {}
+    found = live(text)
+    assert found.pop("link_open") == [str({"href": url}) for url in (
+        "https://bot.example/runs/o/r/7/1", "https://bot.example/runs/o/r/7/1#events")]
+    assert found == {}, "only the run page and its transcript, the bot's own links"
     assert "@octocat" not in text and f"@{ZWSP}octocat" in text
 
 
@@ -120,7 +123,8 @@ def test_the_pr_body_has_only_the_bots_own_links() -> None:
     assert found.pop("reference") == ["#7"]  # "Fixes #7", the bot's own
     assert found == {}
     headings = [t for t in tokens(body) if t.type == "heading_open"]
-    assert len(headings) == 5  # Summary, Tests, Warnings, Run, Review checklist
+    # What changed, Tests, Reproduce, Cautions, Run, Review checklist
+    assert len(headings) == 6
     assert "**CI and secrets:**" in body
 
 

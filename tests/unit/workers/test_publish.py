@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from bot.messages import (
+    EXIT_REASON_WORDS,
     STATUS_MARKER,
+    ChangedFile,
+    ReadFirst,
     RunReport,
     failure_comment,
     pr_body,
     status_queued,
     status_running,
 )
+from solver.agent.loop import ExitReason
 from solver.hostgit import GitError, HostRepo
 from solver.policy import forbidden_paths
 from tests.conftest import make_repo
@@ -30,6 +35,18 @@ def test_changed_paths_cover_edits_additions_deletions_and_renames(tmp_path: Pat
     (repo / "old" / "name.py").rename(repo / "new" / "name.py")
     (repo / "c.py").write_text("c\n")
     assert host.snapshot().paths == ["a.py", "b.py", "c.py", "new/name.py", "old/name.py"]
+
+
+def test_numstat_gives_each_changed_paths_lines_added_and_removed(tmp_path: Path) -> None:
+    """The PR body's size of the change: per path, a binary file without line counts."""
+    source = make_repo(tmp_path / "r", {"a.py": "a\nb\n", "b.py": "b\n", "t\tab.py": "x\n"})
+    host = HostRepo.create(source, "main", tmp_path / "run" / "git", tmp_path / "run" / "ws")
+    (host.work_tree / "a.py").write_text("A\nb\nc\n")
+    (host.work_tree / "b.py").unlink()
+    (host.work_tree / "logo.png").write_bytes(b"\0\x89PNG")
+    (host.work_tree / "t\tab.py").write_text("y\n")
+    assert host.numstat(host.snapshot().tree) == [
+        ("a.py", 2, 1), ("b.py", 0, 1), ("logo.png", None, None), ("t\tab.py", 1, 1)]
 
 
 def test_workflows_and_protected_paths_are_never_pushed() -> None:
@@ -51,21 +68,26 @@ def report(**overrides: object) -> RunReport:
         seconds=42.4, model="llama-cpp:FrogNano-4B-2609-Q4_K_M.gguf",
         transcript_url="https://bot.example/runs/o/r/7/1",
         changed_tests=["tests/test_calc.py::test_add: failed → passed"],
-        summary="Fixed the sign in add().")
+        summary="Fixed the sign in add().", issue_title="add() subtracts",
+        branch="frognano/issue-7",
+        changed_files=[ChangedFile("calc.py", 1, 1), ChangedFile("tests/test_calc.py", 6, 0),
+                       ChangedFile("logo.png", None, None)])
     values.update(overrides)
     return RunReport(**values)
 
 
 def test_pr_body_has_what_a_reviewer_needs() -> None:
     body = pr_body(report())
-    assert body.startswith("Fixes #7\n")
+    assert body.startswith("Fixes #7: add\\(\\) subtracts\n"), "live, with the title"
     for needle in ("Needs human review", "> Fixed the sign in add\\(\\)\\.",
                    "`python3 -m pytest`", "**CI and secrets:**", "`[skip ci]`",
                    "before: FAIL (exit 1; 1 failed)", "after: PASS (exit 0; 2 passed)",
                    "tests/test_calc.py::test_add: failed → passed",
                    "5 steps, 1 attempt(s), 321 tokens", "FrogNano-4B-2609-Q4_K_M.gguf",
                    "[transcript](https://bot.example/runs/o/r/7/1)", "- [ ] The tests cover",
-                   "adds or edits no test"):
+                   "adds or edits no test", "**3 files (1 binary), +7 −1**",
+                   "- `calc.py` (+1 −1)", "- `tests/test_calc.py` (+6 −0)",
+                   "- `logo.png` (binary)"):
         assert needle in body, needle
     flagged = pr_body(report(warnings=["test is now skipped: t"],
                              test_files_changed=["tests/test_calc.py"]))
@@ -73,11 +95,71 @@ def test_pr_body_has_what_a_reviewer_needs() -> None:
     assert "edits or adds tests: `tests/test_calc.py`" in flagged
 
 
-def test_failure_comment_carries_the_reason_the_tail_and_how_to_retry() -> None:
-    text = failure_comment(report(exit_reason="max_attempts", final_summary="FAIL (exit 1)"))
-    assert "`max_attempts`" in text and "/frognano retry" in text
+def test_pr_body_reads_in_the_reviewers_order() -> None:
+    """What changed and why → the verdict → how to reproduce → cautions and flags → the
+    run; the CI caution is one short alert after the reproduce commands."""
+    body = pr_body(report(warnings=["a warning"], read_first=[
+        ReadFirst("calc.py", 2, "decides on a test's value", "no test run tells it")]))
+    sections = [line for line in body.splitlines() if line.startswith("## ")]
+    assert sections == ["## What changed", "## Tests", "## Reproduce", "## Cautions",
+                        "## Run", "## Review checklist"]
+    order = ["Fixes #7", "Needs human review", "Read this first**, below: 1 line",
+             "## What changed", "> Fixed the sign", "**3 files", "## Tests", "before: FAIL",
+             "Tests that changed state:", "## Reproduce", "git fetch origin frognano/issue-7",
+             "## Cautions", "### ⚠️ Read this first", "`calc.py:2`", "a warning",
+             "**CI and secrets:**", "## Run", "[transcript]"]
+    where = [body.index(needle) for needle in order]
+    assert where == sorted(where), list(zip(order, where, strict=True))
+    caution = next(line for line in body.splitlines() if "CI and secrets" in line)
+    assert len(caution) < 260, "one short line, not a paragraph"
+
+
+def test_pr_body_reproduce_commands_are_one_fence_of_the_runs_own_commands() -> None:
+    markdown_it = pytest.importorskip("markdown_it")
+    body = pr_body(report(test_command="python3 -m pytest -rA -p no:cacheprovider",
+                          setup_command="pip install -e .", setup_note="inferred"))
+    fences = [t for t in markdown_it.MarkdownIt("commonmark").parse(body) if t.type == "fence"]
+    assert [(f.info, f.content) for f in fences] == [(
+        "sh", "git fetch origin frognano/issue-7\ngit checkout --detach FETCH_HEAD\n"
+              "python3 -m pytest -rA -p no:cacheprovider\n")]
+    assert "set the project up first with `pip install -e .`" in body
+    # A test command that tries to close the fence stays inside it.
+    hostile = pr_body(report(test_command="pytest\n```\n@octocat ![x](https://e.example/p)"))
+    fences = [t for t in markdown_it.MarkdownIt("commonmark").parse(hostile)
+              if t.type == "fence"]
+    assert len(fences) == 1 and "pytest" in fences[0].content
+    assert "@octocat" not in fences[0].content
+
+
+def test_failure_comment_says_in_words_what_happened_and_links_the_run() -> None:
+    text = failure_comment(report(
+        exit_reason="max_attempts", final_summary="FAIL (exit 1; 1 failed, 1 passed)",
+        still_failing=["tests/test_calc.py::test_add", "tests/test_calc.py::test_sub"]))
+    headline = text.splitlines()[0]
+    assert headline == ("🐸 **FrogNano** did not open a pull request: the model had its last "
+                        "try after the test results were fed back to it, and the tests "
+                        "still fail (`max_attempts`).")
+    assert "- The model changed 3 files (1 binary), +7 −1: `calc.py`, " in text
+    assert "- Still failing (2): `tests/test_calc.py::test_add`, " \
+           "`tests/test_calc.py::test_sub`." in text
+    assert ("[the run's page](https://bot.example/runs/o/r/7/1) and its "
+            "[transcript](https://bot.example/runs/o/r/7/1#events)") in text
+    assert "/frognano retry" in text
     assert text.count("assert -1 == 5") < 400, "only the tail of the output"
     assert "```\n" in text
+    untouched = failure_comment(report(exit_reason="llm_query_error", changed_files=[],
+                                       transcript_url=None))
+    assert "the model server failed or stopped answering (`llm_query_error`)" in untouched
+    assert "- The model changed no file." in untouched and "Still failing" not in untouched
+    assert "transcript is kept on the worker" in untouched
+
+
+def test_every_exit_reason_has_words() -> None:
+    """The loop's exit reasons and the harness's own (solver/agent/harness.py)."""
+    reasons = set(get_args(ExitReason)) | {"max_attempts", "setup_failed",
+                                           "baseline_unusable", "tests_passed"}
+    assert reasons <= set(EXIT_REASON_WORDS), reasons - set(EXIT_REASON_WORDS)
+    assert "(`gone`)" in failure_comment(report(exit_reason="gone")), "an unknown one: named"
 
 
 def test_status_texts_carry_the_marker() -> None:

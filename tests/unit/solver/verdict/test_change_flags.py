@@ -3,8 +3,6 @@ and the PR body's "Read this first" (solver/verdict/change_flags.py, bot/message
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from bot.messages import ReadFirst, RunReport, pr_body
@@ -104,7 +102,9 @@ def test_unparsable_code_and_failing_ids() -> None:
     assert failing_tests(baseline) == ["a", "c"]
 
 
-def test_pr_body_opens_with_read_this_first_and_escapes_the_code() -> None:
+def test_pr_body_points_to_read_this_first_and_escapes_the_code() -> None:
+    """Issue 22: the flags sit with the cautions, after what changed, the tests and how
+    to reproduce; the body's first lines point to them."""
     flag = ReadFirst("words/extra.py", 2, "decides on 'cat': `if x == '@octocat'` <b>",
                      "code that special-cases the failing tests' exact values passes them")
     report = RunReport(issue_number=3, exit_reason="tests_passed", test_command="pytest",
@@ -112,10 +112,12 @@ def test_pr_body_opens_with_read_this_first_and_escapes_the_code() -> None:
                        final_output="", steps=1, attempts=1, tokens=10, seconds=1.0,
                        model="scripted", transcript_url=None, read_first=[flag])
     body = pr_body(report)
-    head = textwrap.dedent(body).split("> [!WARNING]")[0]
-    assert body.startswith("Fixes #3\n\n## ⚠️ Read this first\n")
-    assert "- `words/extra.py:2`: " in head
-    assert "@octocat" not in head.replace("@\u200boctocat", ""), "no live mention"
-    assert "<b>" not in head
+    head = body.split("## What changed")[0]
+    assert body.startswith("Fixes #3\n") and "⚠️ **Read this first**, below: 1 line" in head
+    section = body.split("### ⚠️ Read this first\n")[1].split("**CI and secrets:**")[0]
+    assert body.index("## Reproduce") < body.index("### ⚠️ Read this first")
+    assert "- `words/extra.py:2`: " in section
+    assert "@octocat" not in section.replace("@\u200boctocat", ""), "no live mention"
+    assert "<b>" not in section
     plain = pr_body(RunReport(**{**report.__dict__, "read_first": []}))
-    assert "Read this first" not in plain and plain.startswith("Fixes #3\n\n> [!WARNING]")
+    assert "Read this first" not in plain
