@@ -2,7 +2,7 @@
 
 The only module of the project that imports githubkit. Every call runs through
 `_call`, which retries transient failures (5xx, connection errors, secondary
-rate limits) with a capped wait and turns everything else into a `GitHubError`
+rate limits) with a capped wait (solver/retry.py) and turns everything else into a `GitHubError`
 subclass that names the cause (`NotFound`, `Forbidden`, `RateLimited`, ...).
 Messages name the method, the route and the status; they never carry a token.
 """
@@ -46,6 +46,7 @@ from bot.github_api import (
     error_for,
 )
 from bot.settings import BotSettings
+from solver.retry import Backoff, Transient, with_backoff
 
 if TYPE_CHECKING:
     from githubkit_schemas.v2022_11_28.rest import RestNamespace
@@ -99,9 +100,10 @@ class GitHubAppClient:
         self._app_id = app_id
         self._private_key = private_key
         self._api_url = api_url.rstrip("/")
-        self._max_attempts = max(1, max_attempts)
-        self._backoff_seconds = backoff_seconds
-        self._max_retry_wait_seconds = max_retry_wait_seconds
+        # Transient failures (5xx, connection errors, rate limits that lift soon) are
+        # tried again; GitHub's Retry-After is followed up to the cap.
+        self._retry = Backoff(attempts=max(1, max_attempts), first_wait=backoff_seconds,
+                              max_wait=max_retry_wait_seconds, retry_on=(Transient,))
         self._timeout_seconds = timeout_seconds
         # Our own retry loop decides about retries (capped waits, typed errors);
         # the HTTP cache is off because the bot must always re-read the truth.
@@ -141,90 +143,57 @@ class GitHubAppClient:
     def _call(self, repo: RepoRef | None, what: str, request: Callable[[GitHub[Any]], T],
               ok_statuses: tuple[int, ...] = (),
               already_done: Callable[[GitHub[Any]], T | None] | None = None) -> T | None:
-        """Run `request` with retries; None when it failed with one of `ok_statuses`.
+        """Run `request` with retries (solver/retry.py, this client's `Backoff`); None
+        when it failed with one of `ok_statuses`.
 
         A request that is not idempotent passes `already_done`: after a failure that may
         have happened after GitHub acted (a 5xx, a dropped connection), it looks for the
         result before trying again, so a retry never creates a second comment or PR.
         """
-        last_status: int | None = None
-        reason = ""
-        retry_after: float | None = None
-        token_refreshed = False
-        ambiguous = False
-        attempt = 0
-        while attempt < self._max_attempts:
-            attempt += 1
+        ambiguous = refreshed = False
+
+        def attempt(number: int) -> T | None:
+            nonlocal ambiguous, refreshed
+            if ambiguous and already_done is not None:
+                found = already_done(self._client(repo))
+                if found is not None:
+                    log.info("%s: it had succeeded before the failure", what)
+                    return found
+            ambiguous = False
             try:
-                if ambiguous and already_done is not None:
-                    found = already_done(self._client(repo))
-                    if found is not None:
-                        log.info("%s: it had succeeded before the failure", what)
-                        return found
-                ambiguous = False
                 return request(self._client(repo))
-            except RateLimitExceeded as exc:
-                last_status = exc.response.status_code
-                retry_after = exc.retry_after.total_seconds()
-                reason = f"rate limited ({last_status})"
-                if (isinstance(exc, PrimaryRateLimitExceeded)
-                        and retry_after > self._max_retry_wait_seconds):
-                    # The hour's quota is spent and resets later than we may wait: capped
-                    # retries would fail the same way, so say when it lifts instead.
-                    reset_at = datetime.now(UTC) + timedelta(seconds=retry_after)
-                    raise RateLimited(f"{what}: GitHub's rate limit is exhausted until "
-                                      f"{reset_at:%H:%M:%S} UTC ({retry_after:.0f}s from "
-                                      "now)", last_status, retry_after_s=retry_after,
-                                      reset_at=reset_at) from None
-                wait = min(retry_after, self._max_retry_wait_seconds)
             except RequestFailed as exc:
-                last_status = exc.response.status_code
-                if last_status in ok_statuses:
-                    return None
-                if last_status == 401 and repo is not None and not token_refreshed:
-                    # A revoked or expired installation token: mint a new one, once.
-                    self._installations.pop(repo.installation_id, None)
-                    token_refreshed = True
-                    attempt -= 1
-                    continue
-                if last_status < 500:
-                    github_message, codes = _error_details(exc)
-                    raise error_for(f"{what}: GitHub answered {last_status}: "
-                                    f"{_error_message(exc)}", last_status,
-                                    github_message=github_message, codes=codes,
-                                    accepted_permissions=exc.response.headers.get(
-                                        "x-accepted-github-permissions", "")) from None
-                wait = self._backoff(attempt)
-                reason = f"server error ({last_status})"
-                ambiguous = True
-            except RequestError as exc:
-                last_status = None
-                wait = self._backoff(attempt)
-                ambiguous = True
-                reason = f"connection error ({type(exc.exc).__name__})"
-            except GitHubException as exc:  # e.g. a malformed private key
-                raise GitHubError(f"{what}: {type(exc).__name__}") from None
-            if attempt == self._max_attempts:
-                break
-            log.warning("%s: %s, retrying in %.1fs (attempt %d of %d)", what, reason, wait,
-                        attempt, self._max_attempts)
-            time.sleep(wait)
-        message = f"{what}: gave up after {self._max_attempts} attempts: {reason}"
-        if reason.startswith("rate limited"):
-            lifts_at = (datetime.now(UTC) + timedelta(seconds=retry_after)
-                        if retry_after is not None else None)
-            raise RateLimited(message, last_status, retry_after_s=retry_after,
-                              reset_at=lifts_at)
-        raise ServerError(message, last_status)
+                status = exc.response.status_code
+                if not isinstance(exc, RateLimitExceeded):
+                    if status in ok_statuses:
+                        return None
+                    if status == 401 and repo is not None and not refreshed:
+                        # A revoked or expired installation token: mint a new one, once
+                        # (not counted as a try).
+                        self._installations.pop(repo.installation_id, None)
+                        refreshed = True
+                        return attempt(number)
+                failure = _failure(what, exc, self._retry.max_wait)
+            except GitHubException as exc:
+                failure = _failure(what, exc, self._retry.max_wait)
+            ambiguous = isinstance(failure, _MayHaveActed)
+            raise failure from None
+
+        try:
+            return with_backoff(attempt, self._retry, what=what)
+        except Transient as last:
+            message = f"{what}: gave up after {self._retry.attempts} attempts: {last.reason}"
+            if last.wait is not None:  # rate limited: say when it lifts
+                lifts_at = datetime.now(UTC) + timedelta(seconds=last.wait)
+                raise RateLimited(message, last.status, retry_after_s=last.wait,
+                                  reset_at=lifts_at) from None
+            raise ServerError(message, last.status) from None
 
     def _must(self, repo: RepoRef | None, what: str,
               request: Callable[[GitHub[Any]], T]) -> T:
         result = self._call(repo, what, request)
         assert result is not None  # no ok_statuses given, so failures raised
         return result
-
-    def _backoff(self, attempt: int) -> float:
-        return min(self._backoff_seconds * 2 ** (attempt - 1), self._max_retry_wait_seconds)
 
     # -- identity and repository ----------------------------------------------------------
 
@@ -453,6 +422,39 @@ class GitHubAppClient:
                 log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
                 return
             raise
+
+
+class _MayHaveActed(Transient):
+    """A failure after which GitHub may have done what was asked (a 5xx, a dropped
+    connection): the next try first looks for the result (`already_done`)."""
+
+
+def _failure(what: str, exc: GitHubException, max_wait: float) -> Exception:
+    """What a failed request means: a `Transient` worth another try, or the typed
+    `GitHubError` to raise now."""
+    if isinstance(exc, RateLimitExceeded):
+        status = exc.response.status_code
+        retry_after = exc.retry_after.total_seconds()
+        if isinstance(exc, PrimaryRateLimitExceeded) and retry_after > max_wait:
+            # The hour's quota is spent and resets later than we may wait: capped
+            # retries would fail the same way, so say when it lifts instead.
+            reset_at = datetime.now(UTC) + timedelta(seconds=retry_after)
+            return RateLimited(f"{what}: GitHub's rate limit is exhausted until "
+                               f"{reset_at:%H:%M:%S} UTC ({retry_after:.0f}s from now)",
+                               status, retry_after_s=retry_after, reset_at=reset_at)
+        return Transient(f"rate limited ({status})", wait=retry_after, status=status)
+    if isinstance(exc, RequestFailed):
+        status = exc.response.status_code
+        if status >= 500:
+            return _MayHaveActed(f"server error ({status})", status=status)
+        github_message, codes = _error_details(exc)
+        return error_for(f"{what}: GitHub answered {status}: {_error_message(exc)}", status,
+                         github_message=github_message, codes=codes,
+                         accepted_permissions=exc.response.headers.get(
+                             "x-accepted-github-permissions", ""))
+    if isinstance(exc, RequestError):
+        return _MayHaveActed(f"connection error ({type(exc.exc).__name__})")
+    return GitHubError(f"{what}: {type(exc).__name__}")  # e.g. a malformed private key
 
 
 def _review_comment_info(comment: Any) -> ReviewCommentInfo:

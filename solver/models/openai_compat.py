@@ -10,7 +10,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -26,6 +26,9 @@ from solver.models.base import (
     Usage,
 )
 from solver.models.qwen3coder import new_call_id, parse_assistant_text
+from solver.retry import Backoff, Transient, with_backoff
+
+_T = TypeVar("_T")
 
 # How llama-server, vLLM and SGLang word "the prompt does not fit".
 _CONTEXT_OVERFLOW = re.compile(
@@ -119,30 +122,23 @@ class OpenAICompatClient:
                              started: float) -> bool:
         """Read the server's event stream into `stream`; whether the time ran out. Retried
         like a plain request only until the first token: then the turn is under way."""
-        last_problem = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+
+        def attempt(_: int) -> bool:
             try:
                 with self._http.stream("POST", self.url, json=body, timeout=timeout) as response:
                     if response.status_code >= 400:
                         response.read()
                         if response.status_code < 500:
                             self._decode(response)  # raises with the server's message
-                        message = _error_message(response)
-                        if _CONTEXT_OVERFLOW.search(message):
-                            raise ContextOverflow(self._describe(response.status_code, message))
-                        last_problem = f"HTTP {response.status_code}: {self._excerpt(message)}"
-                        continue
+                        raise self._server_error(response)
                     return self._read_stream(response, stream, started + timeout)
-            except httpx.TimeoutException:
-                last_problem = f"timed out after {timeout:g}s"
-            except httpx.TransportError as exc:
-                last_problem = f"{type(exc).__name__}: {self._redact(str(exc))}"
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                failure = self._transport_failure(exc, timeout)
             if stream.tokens:
-                break
-        raise ModelQueryError(
-            f"model server at {self.url} failed after {self.retries + 1} attempts: {last_problem}")
+                raise self._gave_up(failure) from None
+            raise failure from None
+
+        return self._retrying(attempt)
 
     def _read_stream(self, response: httpx.Response, stream: _Stream, deadline: float) -> bool:
         """An answered stream into `stream`; whether the time ran out. A server that
@@ -161,27 +157,44 @@ class OpenAICompatClient:
     # --- transport ---------------------------------------------------------------------------
 
     def _post_with_retries(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        last_problem = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+        def attempt(_: int) -> dict[str, Any]:
             try:
                 response = self._http.post(self.url, json=body, timeout=timeout)
-            except httpx.TimeoutException:
-                last_problem = f"timed out after {timeout:g}s"
-                continue
-            except httpx.TransportError as exc:
-                last_problem = f"{type(exc).__name__}: {self._redact(str(exc))}"
-                continue
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                raise self._transport_failure(exc, timeout) from None
             if response.status_code >= 500:
-                message = _error_message(response)
-                if _CONTEXT_OVERFLOW.search(message):
-                    raise ContextOverflow(self._describe(response.status_code, message))
-                last_problem = f"HTTP {response.status_code}: {self._excerpt(message)}"
-                continue
+                raise self._server_error(response)
             return self._decode(response)
-        raise ModelQueryError(
-            f"model server at {self.url} failed after {self.retries + 1} attempts: {last_problem}")
+
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[int], _T]) -> _T:
+        """`attempt` under this client's policy (solver/retry.py): `retries` more tries
+        after the first, `backoff` seconds before the second, doubling."""
+        policy = Backoff(attempts=self.retries + 1, first_wait=self.backoff,
+                         retry_on=(Transient,))
+        try:
+            return with_backoff(attempt, policy, what=f"model server at {self.url}")
+        except Transient as last:
+            raise self._gave_up(last) from None
+
+    def _gave_up(self, last: Transient) -> ModelQueryError:
+        return ModelQueryError(f"model server at {self.url} failed after {self.retries + 1} "
+                               f"attempts: {last.reason}")
+
+    def _transport_failure(self, exc: httpx.HTTPError, timeout: float) -> Transient:
+        """A request that got no answer: worth another try."""
+        if isinstance(exc, httpx.TimeoutException):
+            return Transient(f"timed out after {timeout:g}s")
+        return Transient(f"{type(exc).__name__}: {self._redact(str(exc))}")
+
+    def _server_error(self, response: httpx.Response) -> Exception:
+        """A 5xx: worth another try, unless it says the prompt does not fit (it never will)."""
+        message = _error_message(response)
+        if _CONTEXT_OVERFLOW.search(message):
+            return ContextOverflow(self._describe(response.status_code, message))
+        return Transient(f"HTTP {response.status_code}: {self._excerpt(message)}",
+                         status=response.status_code)
 
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         if response.status_code >= 400:
