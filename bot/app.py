@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -30,6 +30,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from starlette.concurrency import run_in_threadpool
 
+from bot.deps import DashboardAuth, EarlyAnswer, send_early_answer
 from bot.enqueue import (
     CeleryEnqueuer,
     DeliveryLedger,
@@ -41,7 +42,8 @@ from bot.enqueue import (
 )
 from bot.logs import delivery_context
 from bot.settings import BotSettings, webhook_secret_problem
-from bot.setup_flow import setup_router
+from bot.setup_flow import SetupFlow
+from bot.setup_flow import router as setup_router
 from bot.triggers import CONTROL_QUEUE_SUFFIX, Trigger
 from bot.webhook_events import Ignore, PayloadError, parse_json_body, route, verify_signature
 
@@ -278,45 +280,58 @@ def create_app(settings: BotSettings, *, enqueuer: Enqueuer | None = None,
 
     app = FastAPI(title="frognano-bot receiver", lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)
-    metrics = ReceiverMetrics()
-    checks = [redis_health_check(redis_client), *health_checks]
+    app.add_exception_handler(EarlyAnswer, send_early_answer)
+    app.state.metrics = ReceiverMetrics()
+    app.state.health_checks = [redis_health_check(redis_client), *health_checks]
+    app.state.receiver = _Receiver(settings, enqueuer, DeliveryLedger(redis_client),
+                                   app.state.metrics, bot_login)
     if run_store is not None:
-        _add_run_views(app, settings, run_store, redis_client, metrics, checks)
-    receiver = _Receiver(settings, enqueuer, DeliveryLedger(redis_client), metrics, bot_login)
-    app.state.metrics = metrics
-    app.include_router(setup_router(settings, env_path=setup_env_path,
-                                    setup_token=setup_token))
-
-    @app.post(WEBHOOK_PATH, include_in_schema=False)
-    async def receive_webhook(request: Request) -> Response:
-        return await receiver(request)
-
-    @app.get("/healthz")
-    async def healthz() -> JSONResponse:
-        results = {check.name: await run_in_threadpool(_run_check, check) for check in checks}
-        for name, result in results.items():
-            metrics.health.labels(name).set(1 if result["ok"] else 0)
-        healthy = all(result["ok"] for result in results.values())
-        return JSONResponse({"status": "ok" if healthy else "unavailable", "checks": results},
-                            200 if healthy else 503)
-
-    @app.get("/metrics")
-    async def metrics_endpoint() -> Response:
-        # Off the event loop: the run metrics query the database at scrape time.
-        body = await run_in_threadpool(generate_latest, metrics.registry)
-        return Response(body, media_type=CONTENT_TYPE_LATEST)
-
+        _add_run_views(app, settings, run_store, redis_client)
+    app.state.setup = SetupFlow.start(settings, env_path=setup_env_path,
+                                      setup_token=setup_token)
+    app.include_router(setup_router)
+    app.include_router(receiver_router)
     return app
 
 
+receiver_router = APIRouter()
+
+
+@receiver_router.post(WEBHOOK_PATH, include_in_schema=False)
+async def receive_webhook(request: Request) -> Response:
+    receiver: _Receiver = request.app.state.receiver
+    return await receiver(request)
+
+
+@receiver_router.get("/healthz")
+async def healthz(request: Request) -> JSONResponse:
+    checks: list[HealthCheck] = request.app.state.health_checks
+    metrics: ReceiverMetrics = request.app.state.metrics
+    results = {check.name: await run_in_threadpool(_run_check, check) for check in checks}
+    for name, result in results.items():
+        metrics.health.labels(name).set(1 if result["ok"] else 0)
+    healthy = all(result["ok"] for result in results.values())
+    return JSONResponse({"status": "ok" if healthy else "unavailable", "checks": results},
+                        200 if healthy else 503)
+
+
+@receiver_router.get("/metrics")
+async def metrics_endpoint(request: Request) -> Response:
+    metrics: ReceiverMetrics = request.app.state.metrics
+    # Off the event loop: the run metrics query the database at scrape time.
+    body = await run_in_threadpool(generate_latest, metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
 def _add_run_views(app: FastAPI, settings: BotSettings, store: RunStore,
-                   redis_client: redis.Redis, metrics: ReceiverMetrics,
-                   checks: list[HealthCheck]) -> None:
-    from bot.dashboard import DashboardAuth, dashboard_router
+                   redis_client: redis.Redis) -> None:
+    from bot.dashboard import dashboard_state
+    from bot.dashboard import router as dashboard_router
     from bot.run_metrics import RunMetricsCollector
 
     queues = (settings.queue, settings.queue + CONTROL_QUEUE_SUFFIX)
-    metrics.registry.register(RunMetricsCollector(
+    app.state.metrics.registry.register(RunMetricsCollector(
         store, lambda: {queue: int(redis_client.llen(queue)) for queue in queues}))
-    checks.append(run_store_health_check(store))
-    app.include_router(dashboard_router(store, DashboardAuth.from_settings(settings)))
+    app.state.health_checks.append(run_store_health_check(store))
+    app.state.dashboard = dashboard_state(store, DashboardAuth.from_settings(settings))
+    app.include_router(dashboard_router)

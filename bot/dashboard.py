@@ -10,97 +10,34 @@ dashboard refuses to serve.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
-import secrets
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
+from jinja2 import Environment
 from starlette.concurrency import run_in_threadpool
 
-from bot.inert import visible
-from bot.settings import BotSettings
+from bot import pages
+from bot.deps import (
+    NOT_CONFIGURED,
+    Dashboard,
+    DashboardAuth,
+    DashboardDep,
+    ScriptViewer,
+    Viewer,
+    with_session,
+)
+from bot.pages import duration
 from runstore.store import RUN_STATUSES, Run, RunStore
 
-COOKIE = "frognano_dashboard"
-COOKIE_PATH = "/runs"
+__all__ = ["DashboardAuth", "compare_tests", "router"]
+
 LIVE_POLL_MS = 2000
-_NOT_CONFIGURED = ("The run dashboard is off because it has no authentication configured. "
-                   "Set FROGNANO_DASHBOARD_TOKEN (a shared token), or FROGNANO_DASHBOARD_USER "
-                   "and FROGNANO_DASHBOARD_PASSWORD (HTTP basic auth), and restart the "
-                   "receiver.")
-
-
-# --- auth ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DashboardAuth:
-    token: str | None = None
-    user: str | None = None
-    password: str | None = None
-
-    @classmethod
-    def from_settings(cls, settings: BotSettings) -> DashboardAuth:
-        return cls(
-            token=settings.dashboard_token.get_secret_value() if settings.dashboard_token
-            else None,
-            user=settings.dashboard_user,
-            password=settings.dashboard_password.get_secret_value()
-            if settings.dashboard_password else None)
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.token) or self.basic_configured
-
-    @property
-    def basic_configured(self) -> bool:
-        return bool(self.user and self.password)
-
-    def session_value(self) -> str:
-        """What the cookie holds: derived from the token, never the token itself."""
-        assert self.token
-        return hmac.new(self.token.encode(), b"frognano-dashboard-session",
-                        hashlib.sha256).hexdigest()
-
-    def token_matches(self, candidate: str | None) -> bool:
-        return bool(self.token and candidate) and hmac.compare_digest(
-            candidate.encode(), self.token.encode())  # type: ignore[union-attr]
-
-    def allows(self, request: Request) -> bool:
-        if self.token:
-            cookie = request.cookies.get(COOKIE)
-            if cookie and hmac.compare_digest(cookie, self.session_value()):
-                return True
-            header = request.headers.get("authorization", "")
-            if header.lower().startswith("bearer ") and self.token_matches(header[7:].strip()):
-                return True
-            if self.token_matches(request.headers.get("x-frognano-token")):
-                return True
-        return self.basic_configured and self._basic_matches(
-            request.headers.get("authorization", ""))
-
-    def _basic_matches(self, header: str) -> bool:
-        if not header.lower().startswith("basic "):
-            return False
-        try:
-            user, _, password = base64.b64decode(header[6:].strip()).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            return False
-        assert self.user and self.password
-        # Both compared, always, so the timing does not tell which one was wrong.
-        user_ok = hmac.compare_digest(user.encode(), self.user.encode())
-        password_ok = hmac.compare_digest(password.encode(), self.password.encode())
-        return user_ok and password_ok
 
 
 # --- rendering helpers --------------------------------------------------------------------
@@ -122,26 +59,6 @@ def diff_lines(diff: str) -> list[tuple[str, str]]:
             css = "diff-ctx"
         lines.append((css, line))
     return lines
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
-
-
-def http_url(value: str | None) -> bool:
-    """Only http(s) links are rendered: a stored `javascript:` URL must not become one."""
-    return bool(value) and str(value).startswith(("https://", "http://"))
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 # The order a reviewer wants changed tests in: broken by the change, removed by it, fixed.
@@ -180,126 +97,148 @@ def compare_tests(before: dict[str, Any] | None, after: dict[str, Any] | None) -
     return ComparedTests(changed, unchanged, compared=True)
 
 
-def _shown(value: Any) -> Any:
-    """Every `{{ … }}` of every template: autoescaping stops HTML, but a run's texts (the
-    model's commands and answers, test output, paths) may hold bidi overrides that reorder
-    what a reviewer reads, and escape sequences for whoever saves the page to a terminal:
-    shown as escapes (bot/inert.py). Markup is the templates' own."""
-    return visible(value) if isinstance(value, str) and not isinstance(value, Markup) \
-        else value
-
-
 def _environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                      autoescape=select_autoescape(default=True, default_for_string=True),
-                      finalize=_shown)
-    env.filters.update(diff_lines=diff_lines, duration=duration, pretty_json=pretty_json,
-                       http_url=http_url)
+    env = pages.environment()
+    env.filters.update(diff_lines=diff_lines)
     env.globals.update(compare_tests=compare_tests, statuses=RUN_STATUSES)
     return env
 
 
+def dashboard_state(store: RunStore, auth: DashboardAuth) -> Dashboard:
+    """What `create_app` puts on `app.state.dashboard` for the routes below."""
+    return Dashboard(store, auth, _environment())
+
+
+def _page(dashboard: Dashboard, template: str, status_code: int = 200,
+          **context: Any) -> HTMLResponse:
+    return pages.render_page(dashboard.env, template, status_code, poll_ms=LIVE_POLL_MS,
+                             **context)
+
+
 # --- the router ---------------------------------------------------------------------------
 
+router = APIRouter(include_in_schema=False)
 
-def dashboard_router(store: RunStore, auth: DashboardAuth) -> APIRouter:
-    router = APIRouter()
-    env = _environment()
 
-    def page(request: Request, template: str, status_code: int = 200,
-             **context: Any) -> HTMLResponse:
-        nonce = secrets.token_urlsafe(16)
-        html = env.get_template(template).render(nonce=nonce, poll_ms=LIVE_POLL_MS, **context)
-        return HTMLResponse(html, status_code, headers=_security_headers(nonce))
+@router.post("/runs/login")
+async def login(request: Request, dashboard: DashboardDep) -> Response:
+    auth = dashboard.auth
+    if not auth.configured:
+        return _page(dashboard, "denied.html", 403, message=NOT_CONFIGURED)
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    given = (form.get("token") or [""])[0]
+    target = (form.get("next") or ["/runs"])[0]
+    if not target.startswith("/runs") or target.startswith("//"):
+        target = "/runs"  # never an open redirect
+    if not auth.token_matches(given):
+        return _page(dashboard, "login.html", 401, token_login=bool(auth.token),
+                     next=target, wrong=True)
+    return with_session(RedirectResponse(target, 303), auth, request)
 
-    def guard(request: Request) -> Response | None:
-        """None when the viewer may see the dashboard, else the answer to send instead."""
-        if not auth.configured:
-            return page(request, "denied.html", 403, message=_NOT_CONFIGURED)
-        if auth.allows(request):
-            return None
-        given = request.query_params.get("token")
-        if given is not None and auth.token_matches(given):
-            # Trade the token in the URL for a cookie, and drop it from the address bar.
-            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-            return _with_session(RedirectResponse(target, 303), auth, request)
-        headers = {"WWW-Authenticate": 'Basic realm="frognano dashboard"'} \
-            if auth.basic_configured and not auth.token else {}
-        answer = page(request, "login.html", 401, token_login=bool(auth.token),
-                      next=request.url.path, wrong=given is not None)
-        answer.headers.update(headers)
-        return answer
 
-    @router.post("/runs/login", include_in_schema=False)
-    async def login(request: Request) -> Response:
-        if not auth.configured:
-            return page(request, "denied.html", 403, message=_NOT_CONFIGURED)
-        form = parse_qs((await request.body()).decode("utf-8", "replace"))
-        given = (form.get("token") or [""])[0]
-        target = (form.get("next") or ["/runs"])[0]
-        if not target.startswith("/runs") or target.startswith("//"):
-            target = "/runs"  # never an open redirect
-        if not auth.token_matches(given):
-            return page(request, "login.html", 401, token_login=bool(auth.token),
-                        next=target, wrong=True)
-        return _with_session(RedirectResponse(target, 303), auth, request)
+@router.get("/runs")
+async def runs_list(dashboard: Viewer, repo: str = "", status: str = "",
+                    issue: str = "") -> Response:
+    store = dashboard.store
+    runs, repos = await run_in_threadpool(lambda: (
+        store.list_runs(repo=repo or None, status=status or None, issue=issue or None,
+                        limit=200), store.repos()))
+    return _page(dashboard, "runs.html", runs=runs, repos=repos,
+                 filters={"repo": repo, "status": status, "issue": issue})
 
-    @router.get("/runs", include_in_schema=False)
-    async def runs_list(request: Request, repo: str = "", status: str = "",
-                        issue: str = "") -> Response:
-        if (denied := guard(request)) is not None:
-            return denied
-        runs, repos = await run_in_threadpool(lambda: (
-            store.list_runs(repo=repo or None, status=status or None, issue=issue or None,
-                            limit=200), store.repos()))
-        return page(request, "runs.html", runs=runs, repos=repos,
-                    filters={"repo": repo, "status": status, "issue": issue})
 
-    @router.get("/runs/{run_id:int}", include_in_schema=False)
-    async def run_page(request: Request, run_id: int) -> Response:
-        if (denied := guard(request)) is not None:
-            return denied
-        run = await run_in_threadpool(store.get_run, run_id)
-        if run is None:
-            return page(request, "denied.html", 404, message=f"There is no run {run_id}.")
-        events = await run_in_threadpool(_events, store, run, 0)
-        result = next((record for _, record in reversed(events)
-                       if record.get("kind") == "result"), None)
-        return page(request, "run.html", run=run, events=events, result=result,
-                    read_first=read_first(events), next_seq=events[-1][0] if events else 0)
+@router.get("/runs/{run_id:int}")
+async def run_page(dashboard: Viewer, run_id: int) -> Response:
+    run = await run_in_threadpool(dashboard.store.get_run, run_id)
+    if run is None:
+        return _page(dashboard, "denied.html", 404, message=f"There is no run {run_id}.")
+    events = await run_in_threadpool(_events, dashboard.store, run, 0)
+    result = next((record for _, record in reversed(events)
+                   if record.get("kind") == "result"), None)
+    steps = model_steps(events) if _failed(run, result) else []
+    return _page(dashboard, "run.html", run=run, events=events, result=result,
+                 read_first=read_first(events), steps=steps,
+                 next_seq=events[-1][0] if events else 0)
 
-    @router.get("/runs/{run_id:int}/live", include_in_schema=False)
-    async def run_live(request: Request, run_id: int, after: int = 0) -> Response:
-        """New transcript records as HTML fragments (rendered and escaped here, so the page's
-        script only inserts markup we made), and the run's current totals."""
-        if (denied := guard(request)) is not None:
-            return JSONResponse({"error": "not authorized"}, denied.status_code)
-        run = await run_in_threadpool(store.get_run, run_id)
-        if run is None:
-            return JSONResponse({"error": "no such run"}, 404)
-        events = await run_in_threadpool(_events, store, run, after)
-        fragment = env.get_template("events.html").render(events=events)
-        return JSONResponse({
-            "status": run.status, "finished": run.finished, "steps": run.steps,
-            "tokens": run.tokens, "duration": duration(run.duration),
-            "next": events[-1][0] if events else after, "html": fragment,
-        }, headers={"Cache-Control": "no-store"})
 
-    @router.get("/runs/{owner}/{repo}/{issue}/{attempt:int}", include_in_schema=False)
-    async def run_by_attempt(request: Request, owner: str, repo: str, issue: str,
-                             attempt: int) -> Response:
-        """The URL shape the PR body links (workers/run_issue.py)."""
-        if (denied := guard(request)) is not None:
-            return denied
-        run = await run_in_threadpool(store.find_run, f"{owner}/{repo}", issue, attempt)
-        if run is None:
-            return page(request, "denied.html", 404,
-                        message=f"No run recorded for {owner}/{repo}#{issue} attempt "
-                                f"{attempt}.")
-        return RedirectResponse(f"/runs/{run.id}", 303)
+@router.get("/runs/{run_id:int}/live")
+async def run_live(dashboard: ScriptViewer, run_id: int, after: int = 0) -> Response:
+    """New transcript records as HTML fragments (rendered and escaped here, so the page's
+    script only inserts markup we made), and the run's current totals."""
+    run = await run_in_threadpool(dashboard.store.get_run, run_id)
+    if run is None:
+        return JSONResponse({"error": "no such run"}, 404)
+    events = await run_in_threadpool(_events, dashboard.store, run, after)
+    fragment = dashboard.env.get_template("events.html").render(events=events)
+    return JSONResponse({
+        "status": run.status, "finished": run.finished, "steps": run.steps,
+        "tokens": run.tokens, "duration": duration(run.duration),
+        "next": events[-1][0] if events else after, "html": fragment,
+    }, headers={"Cache-Control": "no-store"})
 
-    return router
+
+@router.get("/runs/{owner}/{repo}/{issue}/{attempt:int}")
+async def run_by_attempt(dashboard: Viewer, owner: str, repo: str, issue: str,
+                         attempt: int) -> Response:
+    """The URL shape the PR body links (workers/run_issue.py)."""
+    run = await run_in_threadpool(dashboard.store.find_run, f"{owner}/{repo}", issue,
+                                  attempt)
+    if run is None:
+        return _page(dashboard, "denied.html", 404,
+                     message=f"No run recorded for {owner}/{repo}#{issue} attempt {attempt}.")
+    return RedirectResponse(f"/runs/{run.id}", 303)
+
+
+# --- a failed run's steps -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """One model turn (or a model error) as a line of the failed run's overview."""
+
+    seq: int  # the transcript record it links to
+    step: int
+    attempt: int  # the feedback round, counted from 1
+    did: list[str]  # each tool call, as "Tool: its main argument"
+    tokens: int
+    note: str  # a cut-off turn, a parse error, a model error; "" when none
+
+
+def _failed(run: Run, result: dict[str, Any] | None) -> bool:
+    """A finished run whose change was not accepted: there is no diff to lead with, so the
+    page leads with what the model did."""
+    if result is not None:
+        return not result.get("tests_passed")
+    return run.finished and run.status in ("failed", "error")
+
+
+def _call_line(call: dict[str, Any]) -> str:
+    arguments = call.get("arguments")
+    main = next((value for value in arguments.values() if isinstance(value, str)), "") \
+        if isinstance(arguments, dict) else ""
+    main = main.strip().splitlines()[0] if main.strip() else ""
+    return f"{call.get('name')}: {main[:100]}" if main else str(call.get("name"))
+
+
+def model_steps(events: list[tuple[int, dict[str, Any]]]) -> list[StepLine]:
+    """The model's turns and errors, in transcript order."""
+    lines = []
+    for seq, record in events:
+        if record.get("kind") == "turn":
+            usage = record.get("usage") or {}
+            cut_off = record.get("finish_reason") == "length"
+            problems = record.get("parse_errors") or []
+            note = "did not end its turn" if cut_off else \
+                (f"{len(problems)} unreadable tool call(s)" if problems else "")
+            calls = [c for c in record.get("tool_calls") or [] if isinstance(c, dict)]
+            lines.append(StepLine(seq, int(record.get("step") or 0),
+                                  int(record.get("attempt") or 0) + 1,
+                                  [_call_line(call) for call in calls],
+                                  int(usage.get("completion_tokens") or 0), note))
+        elif record.get("kind") == "error":
+            lines.append(StepLine(seq, int(record.get("step") or 0), 0, [], 0,
+                                  f"model error: {record.get('reason')}"))
+    return lines
 
 
 def read_first(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -330,22 +269,3 @@ def _events(store: RunStore, run: Run, after: int) -> list[tuple[int, dict[str, 
             except ValueError:  # a line being written right now
                 break
     return events
-
-
-def _with_session(response: Response, auth: DashboardAuth, request: Request) -> Response:
-    response.set_cookie(COOKIE, auth.session_value(), path=COOKIE_PATH, httponly=True,
-                        samesite="lax", secure=request.url.scheme == "https",
-                        max_age=30 * 24 * 3600)
-    return response
-
-
-def _security_headers(nonce: str) -> dict[str, str]:
-    return {
-        "Content-Security-Policy": (
-            f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
-            "connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; "
-            "frame-ancestors 'none'"),
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
-        "Cache-Control": "no-store",
-    }

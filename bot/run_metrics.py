@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import (
@@ -73,48 +74,11 @@ class RunMetricsCollector(Collector):
 
     def _runs(self) -> Iterator[Metric]:
         with self._store.session() as session:
-            by_status = session.execute(select(Run.status, func.count()).group_by(Run.status))
-            by_outcome = session.execute(
-                select(Run.status, Run.exit_reason, func.count())
-                .where(Run.status.in_(FINISHED_STATUSES))
-                .group_by(Run.status, Run.exit_reason))
-            totals = session.execute(select(
-                func.coalesce(func.sum(Run.prompt_tokens), 0),
-                func.coalesce(func.sum(Run.prompt_tokens_evaluated), 0),
-                func.coalesce(func.sum(Run.completion_tokens), 0),
-                func.coalesce(func.sum(Run.sandbox_seconds), 0.0),
-            ).where(Run.status.in_(FINISHED_STATUSES))).one()
-            tools = session.execute(
-                select(ToolStat.tool, ToolStat.outcome, func.sum(ToolStat.calls),
-                       func.sum(ToolStat.seconds))
-                .group_by(ToolStat.tool, ToolStat.outcome))
-            finished = Run.status.in_(FINISHED_STATUSES)
-            histograms = [
-                _histogram(session, "frognano_run_duration_seconds",
-                           "Wall time of finished runs.", Run.seconds, DURATION_BUCKETS,
-                           finished & Run.seconds.is_not(None)),
-                _histogram(session, "frognano_run_steps", "Model turns per finished run.",
-                           Run.steps, STEP_BUCKETS, finished),
-                _histogram(session, "frognano_run_tokens_per_second",
-                           "Generated tokens per second of generation, per finished run.",
-                           Run.completion_tokens / Run.completion_seconds,
-                           TOKENS_PER_SECOND_BUCKETS, finished & (Run.completion_seconds > 0)),
-            ]
-            status_rows, outcome_rows, tool_rows = (list(by_status), list(by_outcome),
-                                                    list(tools))
-
-        runs = GaugeMetricFamily("frognano_runs", "Recorded runs by current status.",
-                                 labels=["status"])
-        for status, count in status_rows:
-            runs.add_metric([status], count)
-        yield runs
-        outcomes = CounterMetricFamily("frognano_run_outcomes", "Finished runs by outcome.",
-                                       labels=["status", "exit_reason"])
-        for status, exit_reason, count in outcome_rows:
-            outcomes.add_metric([status, exit_reason or "none"], count)
-        yield outcomes
-        yield from histograms
-        sent, evaluated, completion, sandbox = totals
+            rows = _query_runs(session)
+        yield _by_status(rows.by_status)
+        yield _by_outcome(rows.by_outcome)
+        yield from rows.histograms
+        sent, evaluated, completion, sandbox = rows.totals
         for name, doc, value in (
             ("frognano_prompt_tokens_sent", "Prompt tokens sent to the model.", sent),
             ("frognano_prompt_tokens_evaluated",
@@ -124,20 +88,81 @@ class RunMetricsCollector(Collector):
              sandbox),
         ):
             yield CounterMetricFamily(name, doc, value=value)
-        calls = CounterMetricFamily("frognano_tool_calls", "Tool calls by tool and outcome.",
-                                    labels=["tool", "outcome"])
-        seconds = CounterMetricFamily("frognano_tool_seconds", "Time in tool calls by tool.",
-                                      labels=["tool", "outcome"])
-        merged: dict[tuple[str, str], tuple[int, float]] = {}
-        for tool, outcome, count, spent in tool_rows:
-            key = (tool if tool in KNOWN_TOOLS else "other", outcome)
-            old_count, old_spent = merged.get(key, (0, 0.0))
-            merged[key] = (old_count + int(count or 0), old_spent + float(spent or 0))
-        for key, (count, spent) in sorted(merged.items()):
-            calls.add_metric(list(key), count)
-            seconds.add_metric(list(key), spent)
-        yield calls
-        yield seconds
+        yield from _tool_metrics(rows.tools)
+
+
+@dataclass(frozen=True)
+class _RunRows:
+    """What one scrape read from the run store, in one session."""
+
+    by_status: list[Any]  # (status, count)
+    by_outcome: list[Any]  # (status, exit reason, count) of finished runs
+    totals: Any  # (prompt tokens sent, evaluated, completion tokens, sandbox seconds)
+    tools: list[Any]  # (tool, outcome, calls, seconds)
+    histograms: list[HistogramMetricFamily]
+
+
+def _query_runs(session: Any) -> _RunRows:
+    finished = Run.status.in_(FINISHED_STATUSES)
+    by_status = session.execute(select(Run.status, func.count()).group_by(Run.status))
+    by_outcome = session.execute(
+        select(Run.status, Run.exit_reason, func.count()).where(finished)
+        .group_by(Run.status, Run.exit_reason))
+    totals = session.execute(select(
+        func.coalesce(func.sum(Run.prompt_tokens), 0),
+        func.coalesce(func.sum(Run.prompt_tokens_evaluated), 0),
+        func.coalesce(func.sum(Run.completion_tokens), 0),
+        func.coalesce(func.sum(Run.sandbox_seconds), 0.0),
+    ).where(finished)).one()
+    tools = session.execute(
+        select(ToolStat.tool, ToolStat.outcome, func.sum(ToolStat.calls),
+               func.sum(ToolStat.seconds))
+        .group_by(ToolStat.tool, ToolStat.outcome))
+    histograms = [
+        _histogram(session, "frognano_run_duration_seconds", "Wall time of finished runs.",
+                   Run.seconds, DURATION_BUCKETS, finished & Run.seconds.is_not(None)),
+        _histogram(session, "frognano_run_steps", "Model turns per finished run.",
+                   Run.steps, STEP_BUCKETS, finished),
+        _histogram(session, "frognano_run_tokens_per_second",
+                   "Generated tokens per second of generation, per finished run.",
+                   Run.completion_tokens / Run.completion_seconds,
+                   TOKENS_PER_SECOND_BUCKETS, finished & (Run.completion_seconds > 0)),
+    ]
+    return _RunRows(list(by_status), list(by_outcome), totals, list(tools), histograms)
+
+
+def _by_status(rows: list[Any]) -> GaugeMetricFamily:
+    runs = GaugeMetricFamily("frognano_runs", "Recorded runs by current status.",
+                             labels=["status"])
+    for status, count in rows:
+        runs.add_metric([status], count)
+    return runs
+
+
+def _by_outcome(rows: list[Any]) -> CounterMetricFamily:
+    outcomes = CounterMetricFamily("frognano_run_outcomes", "Finished runs by outcome.",
+                                   labels=["status", "exit_reason"])
+    for status, exit_reason, count in rows:
+        outcomes.add_metric([status, exit_reason or "none"], count)
+    return outcomes
+
+
+def _tool_metrics(rows: list[Any]) -> Iterator[Metric]:
+    """Calls and seconds by tool and outcome; a tool name the model made up is "other"."""
+    calls = CounterMetricFamily("frognano_tool_calls", "Tool calls by tool and outcome.",
+                                labels=["tool", "outcome"])
+    seconds = CounterMetricFamily("frognano_tool_seconds", "Time in tool calls by tool.",
+                                  labels=["tool", "outcome"])
+    merged: dict[tuple[str, str], tuple[int, float]] = {}
+    for tool, outcome, count, spent in rows:
+        key = (tool if tool in KNOWN_TOOLS else "other", outcome)
+        old_count, old_spent = merged.get(key, (0, 0.0))
+        merged[key] = (old_count + int(count or 0), old_spent + float(spent or 0))
+    for key, (count, spent) in sorted(merged.items()):
+        calls.add_metric(list(key), count)
+        seconds.add_metric(list(key), spent)
+    yield calls
+    yield seconds
 
 
 def _histogram(session: Any, name: str, doc: str, value: Any, buckets: tuple[float, ...],

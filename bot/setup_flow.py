@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import html
 import io
 import json
 import logging
@@ -37,17 +36,19 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from dotenv import dotenv_values, set_key, unset_key
 from dotenv.parser import parse_stream
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from bot import github_client
+from bot import github_client, pages
 from bot.app_manifest import app_manifest
+from bot.deps import url_without_token
 from bot.github_api import GitHubError
+from bot.pages import render_page
 from bot.settings import LEGACY_ENV_FILE, BotSettings, credentials_path
 
 log = logging.getLogger("frognano.bot.setup")
@@ -311,98 +312,108 @@ async def convert_manifest_code(api_url: str, code: str) -> dict[str, Any]:
     return app
 
 
-# --- pages --------------------------------------------------------------------------------
+# --- the flow's state ------------------------------------------------------------------
 
 
-def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>{html.escape(title)} · FrogNano</title>"
-        "<style>body{font-family:system-ui,sans-serif;max-width:42rem;margin:3rem auto;"
-        "padding:0 1rem;line-height:1.5}code{background:#f2f2f2;padding:0 .2rem}"
-        ".button{display:inline-block;padding:.5rem 1rem;background:#1f883d;color:#fff;"
-        "border:0;border-radius:6px;text-decoration:none;font-size:1rem;cursor:pointer}"
-        "</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>{body}</body></html>", status_code=status)
+class SetupFlow:
+    """One receiver's setup: who may run it, the states handed out, where credentials go,
+    and whether it is done. `create_app` keeps it on `app.state.setup`."""
 
+    def __init__(self, settings: BotSettings, gate: _SetupGate, target: Path, refusal: str,
+                 configured: bool) -> None:
+        self.settings = settings
+        self.gate, self.target, self.refusal = gate, target, refusal
+        self.configured = configured
+        self.states = _PendingStates()
+        self.finished = asyncio.Lock()  # two racing callbacks must not both write
+        self.web_url = github_web_url(settings.github_api_url)
+        self.env = pages.environment()
 
-def _setup_home() -> HTMLResponse:
-    return _page("Set up FrogNano", (
-        "<p>This bot has no GitHub App yet. Setting one up takes a minute:</p><ol>"
-        "<li>Create the App on GitHub: the button sends GitHub the App's settings "
-        "(webhook URL, the events <code>issues</code>, <code>issue_comment</code>, "
-        "<code>pull_request</code> and its review events, "
-        "and the permissions it needs); you only confirm its name.</li>"
-        "<li>GitHub sends you back here; the App's id, private key and webhook secret "
-        "are saved under the state directory (<code>FROGNANO_STATE_DIR</code>), readable "
-        "by its owner only.</li>"
-        "<li>Install the App on your repositories and restart frognano.</li></ol>"
-        "<p><a class=button href='/setup'>Create the GitHub App</a></p>"
-        "<form action='/setup' method=get><p>For an organisation: "
-        "<input name=org placeholder='organisation login' required> "
-        "<button class=button>Create it for the organisation</button></p></form>"))
+    @classmethod
+    def start(cls, settings: BotSettings, *, env_path: Path | None = None,
+              setup_token: str | None = None) -> SetupFlow:
+        """Credentials are written where `credentials_target` says (the state directory's
+        credentials file by default). `setup_token` is the one-time token the operator
+        was shown; without one (and no App yet) a new token is made here and logged, so
+        setup is never open to everyone."""
+        configured = app_configured(settings)
+        if not configured and setup_token is None:
+            setup_token = new_setup_token()
+            log.warning("no GitHub App yet; open %s to set it up",
+                        setup_link(settings.public_url or "http://<this receiver>",
+                                   setup_token))
+        target, refusal = _credentials_place(settings, env_path, configured)
+        return cls(settings, _SetupGate(None if configured else setup_token), target,
+                   refusal, configured)
 
+    def admitted(self, request: Request, token: str | None) -> tuple[str | None, bool]:
+        """(the admitted browser id or None, whether it was redeemed just now)."""
+        browser = request.cookies.get(STATE_COOKIE)
+        if self.gate.admits(browser):
+            return browser, False
+        redeemed = self.gate.redeem(token)
+        return redeemed, redeemed is not None
 
-def _setup_locked(status: int = 200, why: str = "") -> HTMLResponse:
-    return _page("Set up FrogNano", (
-        f"{why}<p>This bot has no GitHub App yet. Setting it up is open only to its "
-        "operator: open the link with <code>?token=…</code> that the receiver printed "
-        "when it started (<code>frognano up</code> shows it in its banner, "
-        "<code>frognano serve</code> in its log). The link works once, in one browser; "
-        "restart the receiver for a new one.</p>"), status)
+    def without_token(self, request: Request, new_browser: str | None) -> Response:
+        """The same page again, the token dropped from the address bar before any page
+        links out; a browser that redeemed it just now is admitted by a cookie."""
+        redirect = RedirectResponse(url_without_token(request), 303)
+        if new_browser is not None:
+            # Lax: GitHub's redirect back is a top-level GET, which carries Lax cookies.
+            # Secure follows the scheme the browser used, so the local http link works.
+            redirect.set_cookie(STATE_COOKIE, new_browser, httponly=True, samesite="lax",
+                                path="/", secure=request.url.scheme == "https")
+        return redirect
 
+    def save(self, app: dict[str, Any]) -> None:
+        """The App's credentials into the target file; setup is done."""
+        if self.target == credentials_path(self.settings.state_dir):
+            _private_folder(self.target.parent)
+        merge_env_file(self.target, {
+            "GITHUB_APP_ID": str(app["id"]), "GITHUB_PRIVATE_KEY": app["pem"],
+            "GITHUB_WEBHOOK_SECRET": app["webhook_secret"],
+            "FROGNANO_BOT_LOGIN": f"{app['slug']}[bot]"}, remove=CLEARED_KEYS)
+        self.configured = True
+        self.gate.close()
 
-def _forbidden() -> HTMLResponse:
-    return _setup_locked(403, "<p><strong>Not allowed:</strong> this browser did not open "
-                              "the setup link, or the link was already used.</p>")
+    # --- pages (bot/templates/setup_*.html) ---
 
+    def page(self, template: str, title: str, status_code: int = 200,
+             **context: Any) -> HTMLResponse:
+        # The manifest form posts to GitHub, so GitHub is a place forms may go.
+        return render_page(self.env, template, status_code, title=title,
+                           form_action=f"'self' {self.web_url}", **context)
 
-def _status_home() -> HTMLResponse:
-    return _page("FrogNano is running", (
-        "<p>The GitHub App is configured and webhooks are accepted.</p><ul>"
-        "<li><a href='/runs'>Runs</a>: what the bot did, and why</li>"
-        "<li><a href='/healthz'>Health</a> of the receiver and its dependencies</li>"
-        "<li><a href='/metrics'>Metrics</a> (Prometheus)</li></ul>"))
+    def note(self, title: str, *lines: str, status_code: int,
+             start_again: bool = False) -> HTMLResponse:
+        return self.page("setup_note.html", title, status_code, lines=lines,
+                         start_again=start_again)
 
+    def locked(self, status_code: int = 200, forbidden: bool = False) -> HTMLResponse:
+        return self.page("setup_locked.html", "Set up FrogNano", status_code,
+                         forbidden=forbidden)
 
-def _already_configured() -> HTMLResponse:
-    return _page("Already set up", (
-        "<p>This bot already has a GitHub App, so the setup flow is closed: it would "
-        "replace the running App's credentials. To start over, remove "
-        "<code>GITHUB_APP_ID</code>, <code>GITHUB_PRIVATE_KEY</code> and "
-        "<code>GITHUB_WEBHOOK_SECRET</code> from where they are set (the environment, "
-        "<code>$FROGNANO_STATE_DIR/credentials/github-app.env</code> or <code>.env</code>) "
-        "and restart.</p>"), 409)
+    def forbidden(self) -> HTMLResponse:
+        return self.locked(403, forbidden=True)
 
+    def already_configured(self) -> HTMLResponse:
+        return self.page("setup_configured.html", "Already set up", 409)
 
-# Without a warning to read, the user has nothing to do on this page.
-_AUTO_SUBMIT = "<script>document.getElementById('manifest').submit()</script>"
+    def refused(self) -> HTMLResponse:
+        return self.note("Cannot store the App's credentials", f"{self.refusal}.",
+                         status_code=500)
 
+    def manifest_form(self, action: str, manifest: dict[str, Any], public_url: str
+                      ) -> HTMLResponse:
+        local = any(host in public_url for host in ("://localhost", "://127.", "://[::1]"))
+        return self.page("setup_manifest.html", "Creating the GitHub App", action=action,
+                         manifest=json.dumps(manifest), public_url=public_url, local=local)
 
-def _manifest_form(action: str, manifest: dict[str, Any], public_url: str) -> HTMLResponse:
-    local = any(host in public_url for host in ("://localhost", "://127.", "://[::1]"))
-    warning = ("<p><strong>Note:</strong> the webhook URL is "
-               f"<code>{html.escape(public_url)}</code>, which GitHub cannot reach. Set "
-               "<code>FROGNANO_PUBLIC_URL</code> to this receiver's public address, or fix "
-               "the webhook URL in the App's settings later.</p>") if local else ""
-    return _page("Creating the GitHub App", (
-        f"{warning}<form id=manifest method=post action='{html.escape(action)}'>"
-        f"<input type=hidden name=manifest value='{html.escape(json.dumps(manifest))}'>"
-        "<p>Sending you to GitHub… <button class=button>Continue on GitHub</button></p>"
-        f"</form>{'' if local else _AUTO_SUBMIT}"))
-
-
-def _done(slug: str, html_url: str, env_path: Path) -> HTMLResponse:
-    install = f"{html_url.rstrip('/')}/installations/new"
-    return _page("Done: restart frognano", (
-        f"<p>The GitHub App <code>{html.escape(slug)}</code> was created. Its id, private "
-        f"key and webhook secret are in <code>{html.escape(str(env_path.resolve()))}</code> "
-        "(readable by its owner only).</p><ol>"
-        f"<li><a href='{html.escape(install)}'>Install the App</a> on the repositories "
-        "the bot should work on.</li>"
-        "<li><strong>Restart frognano</strong> (<code>frognano up</code>, or restart the "
-        "receiver and the workers) so it loads the new credentials.</li>"
-        "<li>Label an issue <code>frognano</code> to get a draft pull request.</li></ol>"))
+    def done(self, app: dict[str, Any]) -> HTMLResponse:
+        html_url = str(app.get("html_url") or f"{self.web_url}/apps/{app['slug']}")
+        return self.page("setup_done.html", "Done: restart frognano", slug=app["slug"],
+                         env_path=str(self.target.resolve()),
+                         install_url=f"{html_url.rstrip('/')}/installations/new")
 
 
 def _credentials_place(settings: BotSettings, requested: Path | None, configured: bool
@@ -419,119 +430,76 @@ def _credentials_place(settings: BotSettings, requested: Path | None, configured
         return Path(os.devnull), str(exc)
 
 
-def _refused(why: str) -> HTMLResponse:
-    return _page("Cannot store the App's credentials", f"<p>{html.escape(why)}.</p>", 500)
+def setup_flow_of(request: Request) -> SetupFlow:
+    flow: SetupFlow = request.app.state.setup
+    return flow
 
 
-# --- the router ---------------------------------------------------------------------------
+Setup = Annotated[SetupFlow, Depends(setup_flow_of)]
 
 
-def setup_router(settings: BotSettings, *, env_path: Path | None = None,
-                 setup_token: str | None = None) -> APIRouter:
-    """`/`, `/setup` and `/setup/callback`; credentials are written where
-    `credentials_target` says (the state directory's credentials file by default).
+# --- the router: `/`, `/setup` and `/setup/callback` ------------------------------------
 
-    `setup_token` is the one-time token the operator was shown; without one (and no App
-    yet) a new token is made here and logged, so setup is never open to everyone.
-    """
-    router = APIRouter()
-    states = _PendingStates()
-    finished = asyncio.Lock()
-    done = {"configured": app_configured(settings)}
-    web_url = github_web_url(settings.github_api_url)
-    if not done["configured"] and setup_token is None:
-        setup_token = new_setup_token()
-        log.warning("no GitHub App yet; open %s to set it up",
-                    setup_link(settings.public_url or "http://<this receiver>", setup_token))
-    gate = _SetupGate(None if done["configured"] else setup_token)
-    target, refusal = _credentials_place(settings, env_path, done["configured"])
+router = APIRouter(default_response_class=HTMLResponse)
 
-    def admitted(request: Request, token: str | None) -> tuple[str | None, bool]:
-        """(the admitted browser id or None, whether it was redeemed just now)."""
+
+@router.get("/")
+async def home(request: Request, flow: Setup, token: str | None = None) -> Response:
+    if flow.configured:
+        return flow.page("status_home.html", "FrogNano is running")
+    browser, fresh = flow.admitted(request, token)
+    if browser is None:
+        return flow.forbidden() if token else flow.locked()
+    if token is not None:
+        return flow.without_token(request, browser if fresh else None)
+    return flow.page("setup_home.html", "Set up FrogNano")
+
+
+@router.get("/setup")
+async def start(request: Request, flow: Setup, org: str | None = None,
+                token: str | None = None) -> Response:
+    if flow.configured:
+        return flow.already_configured()
+    browser, fresh = flow.admitted(request, token)
+    if browser is None:
+        return flow.forbidden()
+    if token is not None:
+        return flow.without_token(request, browser if fresh else None)
+    if flow.refusal:  # before GitHub makes an App whose key would have nowhere to go
+        return flow.refused()
+    public_url = flow.settings.public_url or str(request.base_url).rstrip("/")
+    try:
+        manifest = app_manifest(public_url, org=org or None)
+    except ValueError as exc:
+        return flow.note("Cannot set up", str(exc), status_code=400)
+    state = flow.states.issue(browser)
+    return flow.manifest_form(manifest_form_action(flow.web_url, org or None, state),
+                              manifest, public_url)
+
+
+@router.get("/setup/callback")
+async def callback(request: Request, flow: Setup, code: str = "", state: str = ""
+                   ) -> HTMLResponse:
+    async with flow.finished:
+        if flow.configured:
+            return flow.already_configured()
         browser = request.cookies.get(STATE_COOKIE)
-        if gate.admits(browser):
-            return browser, False
-        redeemed = gate.redeem(token)
-        return redeemed, redeemed is not None
-
-    def admit(response: Response, request: Request, browser: str) -> None:
-        # Lax: GitHub's redirect back is a top-level GET, which carries Lax cookies. Secure
-        # follows the scheme the browser used, so the local http link works as well.
-        response.set_cookie(STATE_COOKIE, browser, httponly=True, samesite="lax", path="/",
-                            secure=request.url.scheme == "https")
-
-    def redirect_without_token(request: Request, new_browser: str | None) -> Response:
-        query = urlencode([(k, v) for k, v in request.query_params.multi_items()
-                           if k != "token"])
-        redirect = RedirectResponse(request.url.path + (f"?{query}" if query else ""), 303)
-        if new_browser is not None:
-            admit(redirect, request, new_browser)
-        return redirect
-
-    @router.get("/", response_class=HTMLResponse)
-    async def home(request: Request, token: str | None = None) -> Response:
-        if done["configured"]:
-            return _status_home()
-        browser, fresh = admitted(request, token)
-        if browser is None:
-            return _forbidden() if token else _setup_locked()
-        if token is not None:  # drop it from the address bar before any page links out
-            return redirect_without_token(request, browser if fresh else None)
-        return _setup_home()
-
-    @router.get("/setup", response_class=HTMLResponse)
-    async def start(request: Request, org: str | None = None, token: str | None = None,
-                    ) -> Response:
-        if done["configured"]:
-            return _already_configured()
-        browser, fresh = admitted(request, token)
-        if browser is None:
-            return _forbidden()
-        if token is not None:
-            return redirect_without_token(request, browser if fresh else None)
-        if refusal:  # before GitHub makes an App whose key would have nowhere to go
-            return _refused(refusal)
-        public_url = settings.public_url or str(request.base_url).rstrip("/")
+        if not flow.gate.admits(browser):
+            return flow.forbidden()
+        if not flow.states.take(state, browser):
+            return flow.note("Setup link expired or not yours",
+                             "This callback does not match a setup started from this "
+                             "browser in the last hour.", status_code=400, start_again=True)
+        if flow.refusal:
+            return flow.refused()
+        if not code:
+            return flow.note("No code from GitHub", "GitHub sent no code.", status_code=400,
+                             start_again=True)
         try:
-            manifest = app_manifest(public_url, org=org or None)
-        except ValueError as exc:
-            return _page("Cannot set up", f"<p>{html.escape(str(exc))}</p>", 400)
-        state = states.issue(browser)
-        return _manifest_form(manifest_form_action(web_url, org or None, state), manifest,
-                              public_url)
-
-    @router.get("/setup/callback", response_class=HTMLResponse)
-    async def callback(request: Request, code: str = "", state: str = "") -> HTMLResponse:
-        async with finished:  # two racing callbacks must not both write credentials
-            if done["configured"]:
-                return _already_configured()
-            browser = request.cookies.get(STATE_COOKIE)
-            if not gate.admits(browser):
-                return _forbidden()
-            if not states.take(state, browser):
-                return _page("Setup link expired or not yours", (
-                    "<p>This callback does not match a setup started from this browser in "
-                    "the last hour. <a href='/setup'>Start again</a>.</p>"), 400)
-            if refusal:
-                return _refused(refusal)
-            if not code:
-                return _page("No code from GitHub", (
-                    "<p>GitHub sent no code. <a href='/setup'>Start again</a>.</p>"), 400)
-            try:
-                app = await convert_manifest_code(settings.github_api_url, code)
-            except ConversionError as exc:
-                return _page("GitHub did not create the App", (
-                    f"<p>{html.escape(str(exc))}</p><p>Codes expire after an hour and work "
-                    "once. <a href='/setup'>Start again</a>.</p>"), 502)
-            if target == credentials_path(settings.state_dir):
-                _private_folder(target.parent)
-            merge_env_file(target, {
-                "GITHUB_APP_ID": str(app["id"]), "GITHUB_PRIVATE_KEY": app["pem"],
-                "GITHUB_WEBHOOK_SECRET": app["webhook_secret"],
-                "FROGNANO_BOT_LOGIN": f"{app['slug']}[bot]"}, remove=CLEARED_KEYS)
-            done["configured"] = True
-            gate.close()
-        html_url = app.get("html_url") or f"{web_url}/apps/{app['slug']}"
-        return _done(app["slug"], str(html_url), target)
-
-    return router
+            app = await convert_manifest_code(flow.settings.github_api_url, code)
+        except ConversionError as exc:
+            return flow.note("GitHub did not create the App", str(exc),
+                             "Codes expire after an hour and work once.", status_code=502,
+                             start_again=True)
+        flow.save(app)
+    return flow.done(app)

@@ -39,7 +39,7 @@ from bot.settings import BotSettings
 from bot.triggers import ACCEPT_TASK, Trigger
 from bot.webhook_events import sign
 from tests.support.paths import REPO_ROOT
-from tests.unit.bot.test_events import commented, labeled
+from tests.unit.bot.test_webhook_events import commented, labeled
 
 if TYPE_CHECKING:  # imported as a plugin below, so it must not be imported before
     from tests.support.redis_server import RedisServer
