@@ -256,6 +256,36 @@ class RunReport:
     branch: str = ""  # the bot's branch, for the reproduce commands
     changed_files: list[ChangedFile] = field(default_factory=list)  # the change's size
     still_failing: list[str] = field(default_factory=list)  # failed or errored at the end
+    # Baseline failures the verdict did not blame on the change (Verdict.preexisting,
+    # .flaky) and what showed the change does something (.evidence): test ids.
+    preexisting: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+
+
+def baseline_failures_headline(report: RunReport) -> list[str]:
+    """The PR's headline line when tests fail on it that failed before it too."""
+    if not (report.preexisting or report.flaky):
+        return []
+    parts = [f"{len(report.preexisting)} test(s) failing before and after, not caused by "
+             "this change"] if report.preexisting else []
+    parts += [f"{len(report.flaky)} flaky test(s)"] if report.flaky else []
+    return [f"⚠️ **{'; '.join(parts)}**: listed under *Tests*.", ""]
+
+
+def baseline_failures_lines(preexisting: list[str], flaky: list[str], evidence: list[str],
+                            max_tests: int = 20) -> list[str]:
+    """The verdict's split of the baseline's failures, each test by its (inert) id."""
+    def listed(tests: list[str]) -> str:
+        more = f", … and {len(tests) - max_tests} more" if len(tests) > max_tests else ""
+        return ", ".join(code_span(t) for t in tests[:max_tests]) + more
+    lines = [f"- failing before and after, not caused by this change (the same in two "
+             f"baseline runs): {listed(preexisting)}"] if preexisting else []
+    lines += [f"- flaky (passed in one baseline run, failed in the other; not counted either "
+              f"way): {listed(flaky)}"] if flaky else []
+    lines += [f"- evidence the change does something (fails on the base code, passes with "
+              f"it): {listed(evidence)}"] if evidence and (preexisting or flaky) else []
+    return lines
 
 
 def change_size(files: list[ChangedFile]) -> str:
@@ -302,6 +332,7 @@ def _verdict_section(report: RunReport) -> list[str]:
         "base branch)",
         *([f"- {escape_text(report.new_tests)} (the model's own tests, reported, never "
            "counted)"] if report.new_tests else []),
+        *baseline_failures_lines(report.preexisting, report.flaky, report.evidence),
         *[f"- {escape_text(note)}" for note in report.verdict_notes],
         *([f"- setup {escape_text(report.setup_note)}: {code_span(report.setup_command)}"]
           if report.setup_note else []),
@@ -367,6 +398,7 @@ def pr_body(report: RunReport) -> str:
         "Written by FrogNano, a small local model. **Needs human review** before merging.",
         "",
         *pointer,
+        *baseline_failures_headline(report),
         *_changes_section(report),
         "",
         *_verdict_section(report),

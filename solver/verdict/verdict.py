@@ -256,8 +256,9 @@ def _listed(tests: list[str], limit: int = 10) -> str:
 
 def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
                   new_tests: dict[str, str], verdict: Verdict) -> list[str]:
-    """Fill the verdict's pre-existing failures, flaky tests and evidence; the refusal
-    when the change is accepted only by an excuse and nothing shows it does anything."""
+    """Fill the verdict's pre-existing failures, flaky tests and evidence (data, which the
+    PR body renders: bot.messages.baseline_failures_lines); the refusal when the change is
+    accepted only by an excuse and nothing shows it does anything."""
     if reruns.second is None:
         return []
     excused = excuse(baseline, reruns.second, final)
@@ -266,13 +267,6 @@ def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
     if reruns.model_tests_on_base is not None:
         evidence += model_evidence(new_tests, reruns.model_tests_on_base)
     verdict.evidence = evidence
-    if verdict.flaky:
-        verdict.notes.append("flaky (flipped between two baseline runs; neither blamed on "
-                             "the change nor counted for it): " + _listed(verdict.flaky))
-    if verdict.preexisting:
-        verdict.notes.append(f"{len(verdict.preexisting)} test(s) failing before and after, "
-                             "the same way in two baseline runs, not caused by this change: "
-                             + _listed(verdict.preexisting))
     if not excused.used(final):
         return []
     if not evidence:
@@ -280,8 +274,6 @@ def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
                 "passes with it (a repository test, or a new test that fails when run "
                 "against the base tree); failing before and after: "
                 + _listed(verdict.preexisting or verdict.flaky)]
-    verdict.notes.append("evidence the change does something (fails on the base code, "
-                         "passes with the change): " + _listed(evidence))
     return []
 
 
