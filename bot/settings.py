@@ -298,6 +298,19 @@ class SetupSettings(BaseSettings):
         default=None, alias="NO_PROXY",
         description="Hosts reached without `HTTPS_PROXY` (comma-separated, as curl reads "
                     "it).")
+    setup_venv_cache: bool = Field(
+        default=True, alias="FROGNANO_SETUP_VENV_CACHE",
+        description="Reuse the venv a setup made, and its writes to the workspace, for the "
+                    "next run of the same repository with the same setup inputs "
+                    "(pyproject.toml, setup.py/cfg, requirement and lock files, tox.ini), "
+                    "Python and setup command: copied into each run, never written back "
+                    "from a sandbox (`$FROGNANO_STATE_DIR/venv-cache`).")
+    setup_cache_max_gb: float = Field(
+        default=20.0, ge=0, alias="FROGNANO_SETUP_CACHE_MAX_GB",
+        description="Disk the setup caches (the downloaded packages in "
+                    "`$FROGNANO_STATE_DIR/package-cache` and the venv cache) may use "
+                    "together; past it the least recently used entries go first. 0: no cap.")
+
 
 
 class DashboardSettings(BaseSettings):

@@ -87,6 +87,9 @@ class PackageSources:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     cache_dir: Path | None = None  # the shared download cache; None: no cache
+    # The venv cache (solver/setup/venv_cache.py) and the cap both caches share (0: none).
+    venv_cache_dir: Path | None = None
+    cache_max_bytes: int = 0
 
     def urls(self) -> tuple[str, ...]:
         return (self.index_url or PYPI_SIMPLE, *self.extra_index_urls, *self.find_links)
@@ -400,6 +403,8 @@ class IndexEndpoint(SocketService):
         cache = self.sources.cache_dir
         cached = cache / "sha256" / sha256 if cache is not None and sha256 else None
         if cached is not None and cached.is_file():
+            with contextlib.suppress(OSError):  # its last use: the cap evicts the oldest
+                os.utime(cached)
             return cached, False
         parts = urlsplit(url)
         if parts.scheme == "file" and not sha256:

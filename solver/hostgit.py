@@ -317,6 +317,9 @@ class HostRepo:
         self.after_setup: str | None = None
         self.branch: str | None = None
         self.model_git_pending = False  # the model's `.git` is given after setup
+        # Which repository this is (`create`'s source: the worker's mirror of one GitHub
+        # repository, `solve`'s checkout): the setup cache's entries are per repository.
+        self.source: Path | None = None
 
     # -- creation ---------------------------------------------------------------------
     @classmethod
@@ -352,6 +355,7 @@ class HostRepo:
         (info / "exclude").write_text("# frognano\n" + GLOBAL_EXCLUDES)
         base = run_git("rev-parse", "--verify", "HEAD^{commit}", git_dir=git_dir).decode()
         repo = cls(git_dir, work_tree, base.strip(), max_diff_bytes=max_diff_bytes)
+        repo.source = source.resolve()
         work_tree.mkdir(parents=True, exist_ok=False)
         repo._git("read-tree", "--reset", "-u", repo.base, work_tree=True)
         repo.branch = branch

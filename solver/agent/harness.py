@@ -38,6 +38,7 @@ from solver.agent.run_events import (
 )
 from solver.hostgit import GitError, HostRepo, Snapshot
 from solver.models.base import ModelClient
+from solver.setup import venv_cache
 from solver.setup.project_files import Reader, bytes_reader
 from solver.setup.setup_hints import (
     missing_module_hint,
@@ -178,11 +179,16 @@ class Harness:
         if command:
             self.events.emit(SetupStarted(command=command))
             limits = self.plan.limits
+            # The setup cache (venv_cache.py): a hit restores what this setup made before.
+            cache = venv_cache.for_run(self.sandbox, self.repo, command)
+            setup = cache.restore() if cache is not None else None
             try:
-                setup = self.sandbox.exec(command, network=True,
-                                          timeout=min(limits.setup_timeout, limits.max_seconds))
+                setup = setup or self.sandbox.exec(
+                    command, network=True, timeout=min(limits.setup_timeout, limits.max_seconds))
             except SandboxError as exc:  # e.g. the disk quota ended it: the run ends named
                 return f"setup command `{command}` was stopped by the sandbox: {exc}"
+            if cache is not None and setup.ok:  # before the agent phase can touch the venv
+                setup = cache.store(setup)
         if setup is not None and not setup.ok:
             self.events.emit(SetupDone(command=command or "", note=note, result=setup))
             how = "timed out" if setup.timed_out else f"failed with exit code {setup.exit_code}"

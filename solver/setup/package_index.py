@@ -18,6 +18,7 @@ from sandbox.egress import OutboundProxy
 from sandbox.index_endpoint import PYPI_SIMPLE, PackageSources, redact
 
 CACHE_DIR_NAME = "package-cache"
+VENV_CACHE_DIR_NAME = "venv-cache"  # solver/setup/venv_cache.py
 
 
 class IndexSettings(Protocol):
@@ -31,6 +32,8 @@ class IndexSettings(Protocol):
     https_proxy: str | None
     no_proxy: str | None
     state_dir: Path
+    setup_venv_cache: bool
+    setup_cache_max_gb: float
 
 
 def _items(text: str | None) -> tuple[str, ...]:
@@ -47,10 +50,13 @@ class PackageIndex:
     https_proxy: str = ""
     no_proxy: tuple[str, ...] = ()
     cache_dir: Path | None = None
+    venv_cache_dir: Path | None = None
+    cache_max_bytes: int = 0  # both caches together; 0: no cap
 
     @classmethod
     def from_settings(cls, settings: IndexSettings) -> PackageIndex:
         """The settings' values; pip separates several entries with spaces."""
+        state = settings.state_dir.expanduser().resolve()
         return cls((settings.pip_index_url or "").strip(),
                    tuple((settings.pip_extra_index_url or "").split()),
                    tuple((settings.pip_find_links or "").split()),
@@ -58,7 +64,10 @@ class PackageIndex:
                    egress_allow=_items(settings.setup_egress_allow),
                    https_proxy=(settings.https_proxy or "").strip(),
                    no_proxy=_items(settings.no_proxy),
-                   cache_dir=settings.state_dir.expanduser().resolve() / CACHE_DIR_NAME)
+                   cache_dir=state / CACHE_DIR_NAME,
+                   venv_cache_dir=state / VENV_CACHE_DIR_NAME if settings.setup_venv_cache
+                   else None,
+                   cache_max_bytes=int(settings.setup_cache_max_gb * 1024**3))
 
     def __repr__(self) -> str:  # a URL may hold a token: never in a log line or a trace
         return redact(f"PackageIndex({self.index_url!r}, {self.extra_index_urls!r}, "
@@ -66,7 +75,8 @@ class PackageIndex:
 
     def sources(self) -> PackageSources:
         return PackageSources(self.index_url or PYPI_SIMPLE, self.extra_index_urls,
-                              self.find_links, self.cache_dir)
+                              self.find_links, self.cache_dir, self.venv_cache_dir,
+                              self.cache_max_bytes)
 
     def sandbox_fields(self) -> dict[str, Any]:
         """The SandboxConfig fields for the setup phase's network."""
