@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from bot.github_api import RepoRef
+
 ACCEPT_TASK = "frognano.accept_trigger"
 RUN_TASK = "frognano.run_issue"
 CONTROL_QUEUE_SUFFIX = "-control"  # accept tasks: fast, never behind a GPU run
@@ -43,6 +45,11 @@ class Trigger:
     @property
     def issue_key(self) -> str:
         return f"{self.owner}/{self.repo}#{self.issue_number}"
+
+    @property
+    def repo_ref(self) -> RepoRef:
+        """The repository as the GitHub client addresses it (through its installation)."""
+        return RepoRef(self.owner, self.repo, self.installation_id)
 
     def to_kwargs(self) -> dict[str, Any]:
         return asdict(self)

@@ -15,13 +15,11 @@ from bot.messages import (
     not_allowed,
     not_allowed_cancel,
     nothing_to_cancel,
-    status_cancelled,
-    status_queued,
 )
 from bot.triggers import STOP_KINDS, Trigger
 from workers.coordination import DELIVERY_TTL, IssueCoordinator
 from workers.runtime import Runtime
-from workers.status import StatusComment
+from workers.status import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +30,7 @@ def accept_trigger(rt: Runtime, trigger: Trigger) -> str:
     accepted_key = f"frognano:accepted:{trigger.delivery_id}"
     if rt.redis.exists(accepted_key):
         return "duplicate"
-    repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
+    repo = trigger.repo_ref
     if trigger.kind in STOP_KINDS:
         outcome = _accept_stop(rt, trigger, repo)
         rt.redis.set(accepted_key, outcome, ex=DELIVERY_TTL)
@@ -54,8 +52,7 @@ def accept_trigger(rt: Runtime, trigger: Trigger) -> str:
         rt.github.react(repo, "eyes", comment_id=trigger.comment_id)
     else:
         rt.github.react(repo, "eyes", issue_number=trigger.issue_number)
-    StatusComment(rt.github, repo, trigger.issue_number).set(
-        status_queued(rt.queue_length() + 1, generation))
+    RunStatus.of(rt.github, trigger, generation).queued(rt.queue_length() + 1)
     rt.enqueue_run({**trigger.to_kwargs(), "generation": generation})
     rt.redis.set(accepted_key, "queued", ex=DELIVERY_TTL)
     return "queued"
@@ -91,7 +88,6 @@ def _accept_stop(rt: Runtime, trigger: Trigger, repo: RepoRef) -> str:
     coordinator.mark_done(generation)
     if trigger.comment_id is not None:
         rt.github.react(repo, "eyes", comment_id=trigger.comment_id)
-    StatusComment(rt.github, repo, trigger.issue_number).set(
-        status_cancelled(reason, stopped))
+    RunStatus.of(rt.github, trigger, stopped).cancelled(reason)
     log.info("%s: attempt %s %s", trigger.issue_key, stopped, reason)
     return "cancelled"

@@ -1,4 +1,8 @@
-"""The one status comment per issue, found by its marker and edited in place."""
+"""The one status comment per issue, found by its marker and edited in place.
+
+Every write of it goes through `RunStatus`, whose methods say what the comment says now
+(queued, preparing, failed, cancelled, done); the run's progress goes through
+`StatusProgress`. No other module builds a status body."""
 
 from __future__ import annotations
 
@@ -6,14 +10,21 @@ import dataclasses
 import time
 
 from bot.github_api import GitHubApi, RepoRef
+from bot.markdown import escape_text
 from bot.messages import (
     STATUS_MARKER,
     AttemptProgress,
+    status_cancelled,
+    status_done,
+    status_failed,
+    status_pushed_after_cancel,
+    status_queued,
     status_running,
     status_running_attempts,
 )
+from bot.triggers import Trigger
 from solver.agent.run_events import Event, TurnStarted
-from solver.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
+from solver.best_of import AttemptEnded, AttemptOfThread, AttemptStarted
 
 
 class StatusComment:
@@ -48,9 +59,49 @@ class StatusComment:
         self._last_edit, self._last_body = now, body
 
 
+class RunStatus:
+    """What one run (its generation) says in the issue's status comment, by name."""
+
+    def __init__(self, comment: StatusComment, generation: int) -> None:
+        self.comment, self.generation = comment, generation
+
+    @classmethod
+    def of(cls, github: GitHubApi, trigger: Trigger, generation: int,
+           min_interval: float = 0.0) -> RunStatus:
+        """The status of `trigger`'s issue; progress edits at most every `min_interval`."""
+        return cls(StatusComment(github, trigger.repo_ref, trigger.issue_number,
+                                 min_interval), generation)
+
+    def queued(self, position: int | None) -> None:
+        self.comment.set(status_queued(position, self.generation))
+
+    def preparing(self) -> None:
+        self.comment.set(status_running(0, 0, self.generation, "preparing the workspace"))
+
+    def progress(self, max_steps: int) -> StatusProgress:
+        """The output of the run's events that shows its steps (throttled)."""
+        return StatusProgress(self.comment, max_steps, self.generation)
+
+    def failed(self, summary: str) -> None:
+        self.comment.set(status_failed(summary, self.generation))
+
+    def cancelled(self, reason: str) -> None:
+        self.comment.set(status_cancelled(reason, self.generation))
+
+    def done(self, where: str, setup_note: str = "") -> None:
+        """The PR (or branch) the run published. `setup_note`: the branch edits what
+        setup reads, which was not installed (solver's not_installed_note); its paths
+        are the model's, so escaped."""
+        extra = f"\n\n⚠️ {escape_text(setup_note)}" if setup_note else ""
+        self.comment.set(status_done(where, self.generation) + extra)
+
+    def pushed_after_cancel(self, where: str, reason: str) -> None:
+        self.comment.set(status_pushed_after_cancel(where, self.generation, reason))
+
+
 class StatusProgress:
     """The status comment as an output of a run's events: the step count, throttled. With
-    several attempts (solver/attempts.py) each started one shows its own step, or how it
+    several attempts (solver/run.py) each started one shows its own step, or how it
     ended. The attempts hand their events over one at a time (run_attempts' lock)."""
 
     def __init__(self, status: StatusComment, max_steps: int, attempt: int) -> None:

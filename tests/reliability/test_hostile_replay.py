@@ -88,7 +88,7 @@ def test_a_rewrite_that_changes_the_models_lines_is_a_conflict(tmp_path: Path) -
     never a merge the verdict is asked about."""
     from solver.hostgit import HostRepo
     from solver.policy import bot_identity
-    from workers.publish import BranchMoved, _replay
+    from workers.publish.review import BranchMoved, _replay
 
     source = make_repo(tmp_path / "src", template="calc_repo")
     git(source, "checkout", "-q", "-b", BRANCH)

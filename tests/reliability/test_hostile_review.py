@@ -24,7 +24,7 @@ from solver.agent.run_events import Outputs
 from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from solver.policy import bot_identity, branch_for
 from solver.repo_config import parse_repo_config
-from solver.run_path import (
+from solver.run import (
     Decision,
     decide,
     distrust_own_tests,
@@ -130,8 +130,7 @@ def test_a_replay_on_a_moved_head_keeps_the_models_earlier_test_edits_untrusted(
     """The replay (a person pushed while the review ran) judges the merged tree at the new
     head: that head still holds the bot's weakened `test_add`. A person's push that breaks
     `add` must be caught by the repository's test, not passed by the model's."""
-    from workers.publish import ReplayFailed, _replay
-    from workers.review_publish import judge_replay
+    from workers.publish.review import ReplayFailed, _replay, judge_replay
 
     record = scorecard("6zb-hostile-replay-own-tests",
                        "Hostile issue: a review's change is replayed on a head where the "

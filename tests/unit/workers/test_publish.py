@@ -19,10 +19,9 @@ from bot.messages import (
     status_running,
 )
 from solver.agent.loop import ExitReason
-from solver.hostgit import GitError, HostRepo
+from solver.hostgit import HostRepo
 from solver.policy import forbidden_paths
 from tests.conftest import make_repo
-from workers.publish import refuse_unsafe
 
 
 def test_changed_paths_cover_edits_additions_deletions_and_renames(tmp_path: Path) -> None:
@@ -166,17 +165,3 @@ def test_status_texts_carry_the_marker() -> None:
     assert status_queued(3, 2).startswith(STATUS_MARKER)
     assert "position 3" in status_queued(3, 2) and "Attempt 2" in status_queued(3, 2)
     assert "step 4 of 100" in status_running(4, 100, 1)
-
-
-def test_the_last_check_before_a_push_refuses_workflows_and_plumbing(tmp_path: Path) -> None:
-    """Whatever a caller decided, push_and_open_pull and push_on_top refuse these."""
-    source = make_repo(tmp_path / "r", {"a.py": "a\n"})
-    host = HostRepo.create(source, "main", tmp_path / "run" / "git", tmp_path / "run" / "ws")
-    (host.work_tree / "a.py").write_text("b\n")
-    refuse_unsafe(host.snapshot())  # an ordinary change goes through
-    (host.work_tree / ".github" / "workflows").mkdir(parents=True)
-    (host.work_tree / ".github" / "workflows" / "x.yml").write_text("on: push\n")
-    (host.work_tree / ".gitmodules").write_text("[submodule]\n")
-    with pytest.raises(GitError, match=r"refusing to push \.github/workflows/x\.yml, "
-                                       r"\.gitmodules"):
-        refuse_unsafe(host.snapshot())

@@ -23,12 +23,14 @@ from tests.conftest import make_repo
 from tests.support.fake_github.server import FakeGitHub
 from tests.support.redis_server import start_redis
 from workers.accept import accept_trigger
+from workers.context import RunContext
 from workers.coordination import IssueCoordinator
-from workers.publish import Pushed, push_on_top
+from workers.publish.pull import DraftPull, publish_pull
+from workers.publish.review import Pushed, push_on_top
 from workers.repo_cache import RepoCache
-from workers.review_publish import publish_pull
+from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
-from workers.status import StatusComment
+from workers.status import RunStatus
 
 OWNER, REPO, MAINTAINER = "octo", "calc", "maintainer"
 RECEIVE_PACK = rf"^/{OWNER}/{REPO}\.git/git-receive-pack$"
@@ -49,12 +51,12 @@ class World:
         assert accept_trigger(self.rt, trigger("cancel", comment.id)) == "cancelled"
 
     def publish(self) -> str:
-        status = StatusComment(self.rt.github, RepoRef(OWNER, REPO, self.fake.installation_id),
-                               1)
-        snapshot = self.host.snapshot()
-        return publish_pull(self.rt, trigger("label"), self.generation, self.coordinator,
-                            self.host, snapshot, status, None, title="[FrogNano] add",
-                            body="Fixes #1", base="main", message="fix add")
+        label = trigger("label")
+        ctx = RunContext(self.rt, label, self.generation, self.coordinator,
+                         RunStatus.of(self.rt.github, label, self.generation),
+                         RunRecorder.start(None))
+        return publish_pull(ctx, self.host, self.host.snapshot(), DraftPull(
+            title="[FrogNano] add", body="Fixes #1", base="main", message="fix add"))
 
     def status(self) -> str:
         bodies = [c.body for c in self.fake.comments(OWNER, REPO, 1)

@@ -1,0 +1,108 @@
+"""A first run's publishing: force-push `frognano/issue-N`, open or update its one draft
+PR, label it and ask for a review."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.github_api import GitHubApi, PullInfo, RepoRef
+from bot.messages import NEEDS_REVIEW_LABEL
+from solver.hostgit import GitError, HostRepo, Snapshot
+from solver.policy import bot_identity, branch_for, not_installed_note
+from solver.retry import with_backoff
+from workers.context import RunContext
+from workers.publish.shared import (
+    PUSH_RETRY,
+    Stopped,
+    always_current,
+    check_current,
+    label_careful,
+    published,
+    refuse_unsafe,
+    stopped,
+)
+from workers.repo_cache import RepoCache
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftPull:
+    """What a first run publishes besides its tree."""
+
+    title: str
+    body: str
+    base: str  # the branch the PR goes into (the default branch)
+    message: str  # the commit's
+    careful: bool = False  # the change scan flagged it: labelled needs-careful-review too
+
+
+def publish_pull(ctx: RunContext, host: HostRepo, snapshot: Snapshot, draft: DraftPull
+                 ) -> str:
+    """A first run's passing change: force-push `frognano/issue-N`, open or update the
+    draft PR, request review. Outcomes: pr_opened; cancelled or superseded (a newer
+    generation before the push: nothing pushed, no PR step)."""
+    try:
+        pull = push_and_open_pull(ctx.github, ctx.runtime.repo_cache, ctx.repo, host,
+                                  snapshot, ctx.trigger.issue_number, draft,
+                                  reviewer=ctx.trigger.actor, current=ctx.is_current)
+    except Stopped:
+        return stopped(ctx)
+    ctx.recorder.set_pr_url(pull.url)
+    published(ctx, pull.url, not_installed_note(host, snapshot.paths))
+    return "pr_opened"
+
+
+def push_and_open_pull(api: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
+                       snapshot: Snapshot, issue_number: int, draft: DraftPull, *,
+                       reviewer: str, current: Callable[[], bool] = always_current
+                       ) -> PullInfo:
+    """Commit the snapshot's tree, force-push `frognano/issue-N`, then open or update its
+    one draft PR. `current()` is asked before each push attempt (Stopped: nothing was
+    pushed, no PR step ran); after an accepted push, the PR steps always finish."""
+    branch = branch_for(issue_number)
+    refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
+    commit = host.commit(snapshot.tree, branch, draft.message,
+                         identity=bot_identity(api.bot_login()))
+    # Minted just before use: the clone's token may have expired during a long run.
+    push_with_retries(cache, host, api.clone_url(repo), commit, branch,
+                      api.installation_token(repo), current=current)
+    existing = api.find_open_pull(repo, branch)
+    if existing is not None:
+        pull = api.update_pull(repo, existing.number, title=draft.title, body=draft.body)
+    else:
+        pull = api.open_draft_pull(repo, title=draft.title, body=draft.body, head=branch,
+                                   base=draft.base)
+    api.ensure_label(repo, NEEDS_REVIEW_LABEL, "d93f0b",
+                     "Opened by FrogNano: a person must review it before merging")
+    api.add_labels(repo, pull.number, [NEEDS_REVIEW_LABEL])
+    if draft.careful:
+        label_careful(api, repo, pull.number)
+    api.request_review(repo, pull.number, [reviewer])
+    return pull
+
+
+def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
+                      token: str, *, current: Callable[[], bool] = always_current) -> None:
+    """Force-push, again after a failure (PUSH_RETRY): a force-push is idempotent, and a
+    dropped connection must not throw away a run whose tests passed. `current()` is asked
+    before each attempt; False raises Stopped (nothing more is pushed), unless a failed
+    attempt had landed after all (only its answer was lost): then the push is done, and
+    the caller finishes the PR steps, as after any accepted push."""
+
+    def attempt(number: int) -> None:
+        if number > 1 and not current() and _landed(cache, host, url, commit, branch,
+                                                    token):
+            return
+        check_current(current, branch)
+        cache.push(host.git_dir, url, commit, branch, token)
+
+    with_backoff(attempt, PUSH_RETRY, what=f"push of {branch}")
+
+
+def _landed(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
+            token: str) -> bool:
+    """Whether GitHub's `branch` already is `commit`."""
+    try:
+        return cache.fetch_branch(host.git_dir, url, branch, token) == commit
+    except GitError:  # no such branch yet, or GitHub unreachable: not known to be there
+        return False

@@ -1,0 +1,311 @@
+"""A review run's publishing: its change goes on top of the PR branch's head without
+force, replayed and judged again when someone pushed meanwhile; then the reply and the
+PR body's test report."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bot.github_api import GitHubApi, RepoRef
+from bot.messages import (
+    RunReport,
+    pr_body,
+    review_not_pushed,
+    review_pushed,
+    review_replay_failed,
+)
+from sandbox import SandboxConfig, open_sandbox
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Event, EventOutput
+from solver.hostgit import GitError, HostRepo, Identity, Snapshot, run_git
+from solver.policy import bot_identity, branch_for, not_installed_note
+from solver.retry import Backoff, Transient, with_backoff
+from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.verdict_run import Judgement, VerdictRunner
+from workers.context import RunContext
+from workers.publish.shared import (
+    PUSH_RETRY,
+    Stopped,
+    always_current,
+    check_current,
+    label_careful,
+    published,
+    refuse_unsafe,
+    stopped,
+)
+from workers.repo_cache import RepoCache
+
+log = logging.getLogger(__name__)
+
+
+class BranchMoved(GitError):
+    """The PR branch moved during the run and the change does not apply on its new head."""
+
+
+class ReplayFailed(Exception):
+    """The change applies on the moved branch's new head, but the verdict on the merged
+    tree refuses it: nothing was pushed."""
+
+    def __init__(self, branch: str, head: str, judgement: Judgement) -> None:
+        super().__init__(f"`{branch}` moved to {head[:12]} during the run and the tests "
+                         "fail on the change replayed on it")
+        self.branch, self.head, self.judgement = branch, head, judgement
+
+
+# The verdict on a replayed tree: (the run's repository with the new head as its base, the
+# merged tree) → the harness's judgement, as for the run itself (judge_replay).
+JudgeReplay = Callable[[HostRepo, str], Judgement]
+MAX_REPLAYS = 2  # the branch moved again while the replay was being tested: once more
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayJudged(Event):
+    """The tests re-run on a review's change replayed on the PR branch's moved head, before
+    its push. Recorded after the run's `result`: the run's transcript is appended to and
+    the run record gets it as an event, so the dashboard shows what the push was judged
+    on."""
+
+    kind: ClassVar[str] = "replay"
+    head: str  # the moved head the change was replayed on
+    baseline: TestVerdict  # the new head's own test run
+    judgement: Judgement
+    seconds: float  # the whole re-judging: baseline, the tests, the model's tests
+    test_runs: int
+
+    def fields(self) -> dict[str, Any]:
+        judged = self.judgement
+        return {"head": self.head, **judged.final.to_dict(),
+                "verdict": judged.verdict.to_dict(), "baseline": self.baseline.to_dict(),
+                "model_tests": judged.with_model_tests.to_dict()
+                if judged.with_model_tests else None,
+                "replay_seconds": round(self.seconds, 3), "test_runs": self.test_runs}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewChange:
+    """What a review run publishes besides its tree."""
+
+    title: str  # the PR's
+    message: str  # the commit's
+    test_timeout: float  # for the tests re-run on a replay
+    events: EventOutput  # the run's transcript and record: they hear each replay's re-run
+
+
+def publish_review(ctx: RunContext, host: HostRepo, result: SolveResult, report: RunReport,
+                   change: ReviewChange) -> str:
+    """A review's passing change: a new commit on the PR branch, a reply, the PR body's
+    test report updated. Outcomes: pushed; conflict or replay_failed (the branch moved
+    and the change does not apply, or fails the tests on it: a comment, the branch as it
+    was); cancelled or superseded (a newer generation before the push: nothing pushed)."""
+    branch = branch_for(ctx.trigger.issue_number)
+    pull_number = ctx.trigger.pull_number or ctx.trigger.issue_number
+    assert result.snapshot is not None  # decide() publishes only a readable change
+    try:
+        pushed = push_on_top(
+            github=ctx.github, cache=ctx.runtime.repo_cache, repo=ctx.repo, host=host,
+            snapshot=result.snapshot, branch=branch, message=change.message,
+            judge_replay=judge_replay(ctx.runtime.sandbox_backend, host,
+                                      result.test_command, change.test_timeout,
+                                      change.events),
+            current=ctx.is_current)
+    except Stopped:
+        return stopped(ctx)
+    except BranchMoved as exc:
+        ctx.github.comment(ctx.repo, pull_number, review_not_pushed(str(exc)))
+        ctx.status.failed(str(exc))
+        return "conflict"
+    except ReplayFailed as exc:
+        final = exc.judgement.final
+        ctx.github.comment(ctx.repo, pull_number, review_replay_failed(
+            branch, exc.head, exc.judgement.verdict.reasons, final.output))
+        ctx.status.failed(f"{exc}; nothing was pushed")
+        return "replay_failed"
+    if pushed.judgement is not None:  # the report describes the tree that was pushed
+        report = _replayed_report(report, pushed.judgement)
+    where = _update_pull(ctx, branch, change.title, report)
+    _reply(ctx, pull_number, review_pushed(ctx.trigger.actor, pushed.commit,
+                                           report.final_summary, pushed.replayed_on))
+    published(ctx, where, not_installed_note(host, result.snapshot.paths))
+    return "pushed"
+
+
+def _update_pull(ctx: RunContext, branch: str, title: str, report: RunReport) -> str:
+    """The PR's body describes the pushed change; where the change is (the PR, or the
+    branch when its PR was closed meanwhile)."""
+    pull = ctx.github.find_open_pull(ctx.repo, branch)
+    if pull is None:
+        return branch
+    ctx.github.update_pull(ctx.repo, pull.number, title=title, body=pr_body(report))
+    if report.read_first:  # the new commit adds what no test run tells from a fix
+        label_careful(ctx.github, ctx.repo, pull.number)
+    return pull.url
+
+
+def _reply(ctx: RunContext, pull_number: int, reply: str) -> None:
+    """Answered where it was asked: the review comment's thread, or the PR."""
+    if ctx.trigger.review_comment_id is not None:
+        ctx.github.reply_to_review_comment(ctx.repo, pull_number,
+                                           ctx.trigger.review_comment_id, reply)
+    else:
+        ctx.github.comment(ctx.repo, pull_number, reply)
+
+
+@dataclass(frozen=True)
+class Pushed:
+    commit: str  # what the branch now points at
+    replayed_on: str | None = None  # the moved head the change was replayed on, if any
+    judgement: Judgement | None = None  # the verdict on the replayed tree, if any
+
+
+class _Unmoved(Transient):
+    """A push on top that failed while the branch stayed where the run started (a
+    dropped connection): tried again (PUSH_RETRY); the last one is raised as it was."""
+
+    def __init__(self, failure: GitError) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+@dataclass
+class _OnTop:
+    """A push on top in progress: the commit to push and the head it sits on."""
+
+    commit: str
+    parent: str
+    replayed_on: str | None = None
+    judged: Judgement | None = None
+    replays: int = 0
+
+    def pushed(self) -> Pushed:
+        return Pushed(self.commit, self.replayed_on, self.judged)
+
+
+def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
+                snapshot: Snapshot, branch: str, message: str, judge_replay: JudgeReplay,
+                current: Callable[[], bool] = always_current) -> Pushed:
+    """Commit the snapshot on the PR head the run started from and push it without force.
+
+    If someone pushed to the branch meanwhile, the change is replayed on the new head by
+    a three-way merge in the host-owned git directory (never in the sandbox) and the
+    merged tree goes through the verdict again (`judge_replay`): nothing is pushed that
+    was not tested as pushed. A conflict raises BranchMoved, a refused replay
+    ReplayFailed. A push that failed without the branch moving (a dropped connection) is
+    tried again, up to PUSH_RETRY's attempts. `current()` is asked right before every
+    push attempt: False raises Stopped and nothing (more) is pushed."""
+    refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
+    identity = bot_identity(github.bot_login())
+    state = _OnTop(host.commit(snapshot.tree, branch, message, identity=identity), host.base)
+    url = github.clone_url(repo)
+
+    def attempt(_: int) -> Pushed:
+        while True:
+            check_current(current, branch)
+            try:
+                cache.push(host.git_dir, url, state.commit, branch,
+                           github.installation_token(repo), force=False)
+                return state.pushed()
+            except GitError as exc:
+                failure = exc
+            head = cache.fetch_branch(host.git_dir, url, branch,
+                                      github.installation_token(repo))
+            if head == state.commit:  # it went through; only the answer was lost
+                return state.pushed()
+            if head == state.parent:  # the branch did not move: the push itself failed
+                raise _Unmoved(failure)
+            state.replays += 1
+            if state.replays > MAX_REPLAYS:
+                raise BranchMoved(f"`{branch}` kept moving during the run (now at "
+                                  f"{head[:12]}); nothing was pushed")
+            log.info("fast-forward push of %s refused (%s); replaying on %s", branch,
+                     failure, head[:12])
+            state.commit, state.judged = _replay(host, head, state.commit, branch, message,
+                                                 identity, judge_replay)
+            state.parent = state.replayed_on = head
+
+    policy = Backoff(attempts=PUSH_RETRY.attempts, first_wait=PUSH_RETRY.first_wait,
+                     retry_on=(_Unmoved,))
+    try:
+        return with_backoff(attempt, policy, what=f"push of {branch} on top")
+    except _Unmoved as last:
+        raise last.failure from None
+
+
+def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,
+            identity: Identity, judge_replay: JudgeReplay) -> tuple[str, Judgement]:
+    """The change of `commit` (over its one parent) merged onto `head`, judged, and
+    committed there; BranchMoved on a conflict, ReplayFailed when the verdict refuses it.
+
+    The merge's base is that parent, always. git's own merge base is it only while `head`
+    descends from it: a person who rewrote the branch (dropped a commit that leaked a
+    credential, then force-pushed) gave an older one, and the merge brought back what the
+    rewrite dropped. `merge-tree --merge-base` names the base but needs git 2.40, so two
+    commits made here on one root holding the parent's tree give merge-tree that base;
+    a rebase of the branch still replays cleanly."""
+    name, email = identity
+    who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+           "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+
+    def made(tree: str, *parents: str) -> str:
+        flags = [arg for parent in parents for arg in ("-p", parent)]
+        return run_git("commit-tree", tree, *flags, "-m", "frognano replay base",
+                       git_dir=host.git_dir, env=who).decode().strip()
+
+    root = made(f"{commit}^^{{tree}}")
+    ours, theirs = made(f"{head}^{{tree}}", root), made(f"{commit}^{{tree}}", root)
+    try:
+        tree = run_git("merge-tree", "--write-tree", "--no-messages", ours, theirs,
+                       git_dir=host.git_dir).decode().split("\n", 1)[0].strip()
+    except GitError as exc:  # exit status 1: a conflict
+        log.info("replay of the change on %s failed: %s", head[:12], exc)
+        raise BranchMoved(f"`{branch}` moved to {head[:12]} during the run and the change "
+                          "conflicts with it") from exc
+    at_head = HostRepo(host.git_dir, host.work_tree, head, max_diff_bytes=host.max_diff_bytes)
+    if host.distrusted is not None:  # the bot's own test edits stay untrusted on the new head
+        at_head.distrust(*host.distrusted)
+    judgement = judge_replay(at_head, tree)
+    if not judgement.verdict.accepted:
+        raise ReplayFailed(branch, head, judgement)
+    return at_head.commit(tree, branch, message, identity=identity), judgement
+
+
+def judge_replay(backend: str, host: HostRepo, test_command: str, timeout: float,
+                 events: EventOutput) -> JudgeReplay:
+    """The run's verdict for a tree made after its sandbox closed: fresh sandboxes built
+    as the run's (`solver/run.py`'s execute config) with the private area as setup left
+    it (the harness's copy under `<run>/harness`), a baseline of the new head, then
+    `VerdictRunner.judge_snapshot`: the same restore of test files, the same rules. Each
+    re-run goes to `events` as a `ReplayJudged`, and to the log."""
+    run_dir = host.work_tree.parent
+
+    def judge(at_head: HostRepo, tree: str) -> Judgement:
+        started = time.monotonic()
+        config = SandboxConfig(workspace=host.work_tree, private_dir=run_dir / "private")
+        runner = VerdictRunner(None, at_head, test_command, run_dir / "harness",
+                               config=config,
+                               open_sandbox=lambda c: open_sandbox(backend, c))
+        baseline = runner.baseline(timeout)
+        snapshot = Snapshot(base=at_head.base, tree=tree, diff="",
+                            paths=at_head.changed_paths(tree), links=at_head.links(tree))
+        judged = runner.judge_snapshot(baseline, snapshot, timeout)
+        events.emit(ReplayJudged(head=at_head.base, baseline=baseline, judgement=judged,
+                                 seconds=time.monotonic() - started, test_runs=runner.runs))
+        log.info("the change replayed on %s: tests %s, %s (%.1f s for %d test runs)",
+                 at_head.base[:12], judged.final.summary(),
+                 "accepted" if judged.verdict.accepted else "refused",
+                 time.monotonic() - started, runner.runs)
+        return judged
+
+    return judge
+
+
+def _replayed_report(report: RunReport, judgement: Judgement) -> RunReport:
+    return dataclasses.replace(
+        report, final_summary=judgement.final.summary(), final_output=judgement.final.output,
+        verdict_notes=[*judgement.verdict.notes, "the tests were re-run on the change "
+                       "replayed on the branch's new head"],
+        new_tests=judgement.verdict.new_tests_summary())
