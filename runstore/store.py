@@ -40,6 +40,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 RUN_STATUSES = ("queued", "running", "passed", "failed", "error", "superseded")
 FINISHED_STATUSES = frozenset({"passed", "failed", "error", "superseded"})
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+TITLE_LENGTH = 300  # an issue title is at most 256 characters on GitHub
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # An arbitrary constant: one migrator at a time per PostgreSQL database (migrations/env.py).
 PG_MIGRATION_LOCK = 0x46524F47
@@ -59,6 +60,9 @@ class Run(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     repo: Mapped[str] = mapped_column(Text)  # owner/name, or a local path for solve
     issue: Mapped[str] = mapped_column(String(200))  # the issue number, or solve's slug
+    # The issue's title: untrusted text (rendered escaped and inert); None for a run
+    # recorded before its run record (or before migration 0003 without one).
+    title: Mapped[str | None] = mapped_column(Text)
     trigger: Mapped[str] = mapped_column(String(32))  # label, retry, solve
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     status: Mapped[str] = mapped_column(String(16), default="queued")
@@ -354,10 +358,15 @@ class RunStore:
     # --- transcript events and tool totals -------------------------------------------------
 
     def append_event(self, run_id: int, seq: int, record: dict[str, Any]) -> None:
+        """Store one transcript record; the run record (kind "run") names the run's title,
+        so every writer of runs (the worker, `frognano solve`) records it alike."""
         data = json.dumps(record, ensure_ascii=False, default=str)
+        title = task_title(record.get("task")) if record.get("kind") == "run" else None
         with self.session() as session:
             session.add(RunEvent(run_id=run_id, seq=seq, kind=str(record.get("kind")),
                                  data=data))
+            if title:
+                session.execute(update(Run).where(Run.id == run_id).values(title=title))
 
     def clear_events(self, run_id: int) -> None:
         with self.session() as session:
@@ -384,6 +393,15 @@ class RunStore:
             session.add_all(ToolStat(run_id=run_id, tool=tool[:64], outcome=outcome,
                                      calls=calls, seconds=seconds)
                             for (tool, outcome), (calls, seconds) in stats.items())
+
+
+def task_title(task: object) -> str | None:
+    """The issue's title as a run's task starts with it (the worker's task is the title,
+    a blank line, the body; solve's is the issue text): its first non-blank line."""
+    if not isinstance(task, str):
+        return None
+    first = next((line.strip() for line in task.splitlines() if line.strip()), "")
+    return first[:TITLE_LENGTH] or None
 
 
 def _check(status: str, fields: dict[str, Any]) -> None:

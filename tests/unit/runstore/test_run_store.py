@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, inspect, text
+from sqlalchemy import event, insert, inspect, text
 
 from bot.logs import JsonFormatter, json_handler, run_context
 from runstore.store import (
     PG_MIGRATION_LOCK,
+    Run,
+    RunEvent,
     RunStore,
     default_database_url,
     open_run_store,
@@ -57,20 +59,56 @@ def test_migrations_apply_once(database_url: str) -> None:
         tables = set(inspect(connection).get_table_names())
         if connection.dialect.name == "sqlite":
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-    assert [version for (version,) in versions] == ["0002"]
+    assert [version for (version,) in versions] == ["0003"]
     assert {"runs", "run_events", "run_tool_stats"} <= tables
     store.close()
+
+
+def _run_of_an_older_schema(store: RunStore, **columns: Any) -> int:
+    """A run written as an older frognano did: only the columns its schema had (the ORM of
+    today would name the columns added since)."""
+    with store.engine.begin() as connection:
+        inserted = connection.execute(insert(Run.__table__).values(
+            trigger="label", attempt=1, status="running", created_at=0.0, updated_at=0.0,
+            **columns))
+        return int(inserted.inserted_primary_key[0])
 
 
 def test_a_database_of_the_first_schema_upgrades_with_its_runs(database_url: str) -> None:
     store = RunStore(database_url, migrate=False)
     upgrade_database(store.engine, "0001")
-    kept = store.create_run(repo="octo/calc", issue=1, trigger="label", attempt=1)
+    kept = _run_of_an_older_schema(store, repo="octo/calc", issue="1")
     upgrade_database(store.engine)
     checkout = "/" + "d" * 500
     longer = store.create_run(repo=checkout, issue="slug", trigger="solve", attempt=1)
     assert [run.repo for run in store.list_runs()] == [checkout, "octo/calc"]
     assert store.get_run(kept).repo == "octo/calc" and store.get_run(longer).repo == checkout
+    store.close()
+
+
+def test_the_issue_title_comes_from_the_run_record_old_rows_included(database_url: str
+                                                                    ) -> None:
+    """The run list shows the issue's title (issue 22 §4): the first line of the task the
+    run record names. Runs recorded before the title column get theirs from their stored
+    record; a run with no record keeps none (the list shows its issue)."""
+    store = RunStore(database_url, migrate=False)
+    upgrade_database(store.engine, "0002")
+    old = _run_of_an_older_schema(store, repo="octo/calc", issue="4")
+    with store.engine.begin() as connection:  # its run record, as stored back then
+        connection.execute(insert(RunEvent.__table__).values(
+            run_id=old, seq=1, kind="run", data=json.dumps({"kind": "run",
+                                                            "task": "Fix add\n\nIt subtracts."})))
+    bare = _run_of_an_older_schema(store, repo="octo/calc", issue="5")
+    upgrade_database(store.engine)
+    assert store.get_run(old).title == "Fix add"
+    assert store.get_run(bare).title is None
+    new = store.create_run(repo="/src/calc", issue="fix-add", trigger="solve", attempt=1)
+    store.append_event(new, 1, {"kind": "turn", "task": "not a run record"})
+    assert store.get_run(new).title is None
+    store.append_event(new, 2, {"kind": "run", "task": "\n  " + "T" * 400 + "  \nbody"})
+    assert store.get_run(new).title == "T" * 300
+    store.append_event(new, 3, {"kind": "run", "task": "Retitled, then redelivered"})
+    assert store.get_run(new).title == "Retitled, then redelivered"
     store.close()
 
 
