@@ -1,10 +1,10 @@
-"""The README's settings table, generated from the settings model (bot/settings.py).
+"""The settings table of docs/SETTINGS.md, generated from the settings model (bot/settings.py).
 
     python3 -m frognano.settings_doc                 # print the table
-    python3 -m frognano.settings_doc --write README.md
-    python3 -m frognano.settings_doc --check README.md   # exit 1 when it differs
+    python3 -m frognano.settings_doc --write docs/SETTINGS.md
+    python3 -m frognano.settings_doc --check docs/SETTINGS.md   # exit 1 when it differs
 
-The table lives between two marker lines in the README; tests/unit/bot/test_settings.py fails
+The table lives between two marker lines in docs/SETTINGS.md; tests/unit/bot/test_settings.py fails
 when it is not what this module makes of the model.
 """
 
@@ -22,7 +22,7 @@ from pydantic_settings import BaseSettings
 from bot.settings import GROUPS
 
 BEGIN = ("<!-- settings table: generated from bot/settings.py by "
-         "`python3 -m frognano.settings_doc --write README.md`; do not edit by hand -->")
+         "`python3 -m frognano.settings_doc --write docs/SETTINGS.md`; do not edit by hand -->")
 END = "<!-- end of the settings table -->"
 
 
@@ -66,7 +66,7 @@ def replace_table(text: str) -> str:
     """`text` with its settings block replaced by the generated one."""
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
-        raise ValueError("the README has no settings table markers; add the two lines "
+        raise ValueError("the file has no settings table markers; add the two lines "
                          f"{BEGIN!r} and {END!r} where the table belongs")
     return text[:start] + settings_table() + text[end + len(END):]
 
@@ -74,8 +74,8 @@ def replace_table(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m frognano.settings_doc")
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", type=Path, metavar="README")
-    action.add_argument("--check", type=Path, metavar="README")
+    action.add_argument("--write", type=Path, metavar="FILE")
+    action.add_argument("--check", type=Path, metavar="FILE")
     args: Any = parser.parse_args(argv)
     if args.write is None and args.check is None:
         print(settings_table())

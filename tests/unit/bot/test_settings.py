@@ -1,17 +1,25 @@
 """One configuration: the settings model (bot/settings.py) serves every command, the
-README's table is generated from it, and `solve` and the services agree on where runs,
-workspaces and records go."""
+table in docs/SETTINGS.md is generated from it, every setting, environment variable and
+CLI verb or flag is documented in README.md or docs/*.md, and `solve` and the services
+agree on where runs, workspaces and records go."""
 
 from __future__ import annotations
 
+import argparse
+import ast
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic_settings import BaseSettings
 
+import bot.settings
 from bot.settings import DEFAULT_MAX_DIFF_BYTES, GROUPS, BotSettings
 from frognano.cli import _parser, _solve_options
 from frognano.settings_doc import main as settings_doc
@@ -22,7 +30,13 @@ from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import make_repo
 from tests.support.paths import REPO_ROOT
 
-README = REPO_ROOT / "README.md"
+SETTINGS_DOC = REPO_ROOT / "docs" / "SETTINGS.md"
+# Where a newcomer looks: the README and the topic files it links.
+DOCUMENTATION = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+# The product's code: what reads the environment (the tests' own variables are not settings).
+SOURCE_DIRS = ("bot", "workers", "solver", "sandbox", "runstore", "frognano", "bench")
+SHELL_SOURCES = (REPO_ROOT / ".ci" / "run", *sorted((REPO_ROOT / "scripts").glob("*.sh")))
+ENV_NAME = re.compile(r"FROGNANO_[A-Z0-9_]+")
 # What a developer's shell may hold that would change the defaults under test.
 SCRUBBED = ("FROGNANO_STATE_DIR", "FROGNANO_WORK_DIR", "FROGNANO_DATABASE_URL",
             "XDG_STATE_HOME", "FROGNANO_MODEL", "FROGNANO_SANDBOX")
@@ -36,11 +50,12 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyP
     return monkeypatch
 
 
-def test_the_readme_table_is_the_models() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert replace_table(text) == text, \
-        "README.md's settings table is stale: python3 -m frognano.settings_doc --write README.md"
-    assert settings_doc(["--check", str(README)]) == 0
+def test_the_settings_doc_table_is_the_models() -> None:
+    text = SETTINGS_DOC.read_text(encoding="utf-8")
+    assert replace_table(text) == text, (
+        "docs/SETTINGS.md's settings table is stale: "
+        "python3 -m frognano.settings_doc --write docs/SETTINGS.md")
+    assert settings_doc(["--check", str(SETTINGS_DOC)]) == 0
 
 
 def test_the_check_fails_on_a_table_that_differs(tmp_path: Path) -> None:
@@ -59,6 +74,92 @@ def test_every_setting_is_in_a_group_with_its_words() -> None:
         assert field.alias and field.description, f"{name} needs an env name and a meaning"
         assert f"`{field.alias}`" in settings_table()
 
+
+
+def _documented_text(files: list[Path]) -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in files)
+
+
+def _mentions(text: str, word: str) -> bool:
+    """`word` as a whole token: FROGNANO_GUARD is not documented by FROGNANO_GUARD_REPORT,
+    nor `--repo` by `--repo-url`."""
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+
+
+def settings_fields() -> set[str]:
+    """The environment name of every field of every settings model in bot/settings.py."""
+    models = [model for _, model in inspect.getmembers(bot.settings, inspect.isclass)
+              if issubclass(model, BaseSettings) and model.__module__ == bot.settings.__name__]
+    return {field.alias or name.upper() for model in models
+            for name, field in model.model_fields.items()}
+
+
+def python_env_reads(root: Path = REPO_ROOT) -> set[str]:
+    """FROGNANO_* names the product's Python code uses as a whole string: an environment
+    key (`os.environ.get("FROGNANO_X")`, `NAME_ENV = "FROGNANO_X"`), not a word inside
+    a larger text (a heredoc delimiter, a regex)."""
+    names: set[str] = set()
+    for folder in SOURCE_DIRS:
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                        and ENV_NAME.fullmatch(node.value):
+                    names.add(node.value)
+    return names
+
+
+def shell_env_reads(sources: tuple[Path, ...] = SHELL_SOURCES) -> set[str]:
+    """FROGNANO_* variables the install and CI scripts expand (`$X`, `${X:-…}`)."""
+    return {match for path in sources for match in
+            re.findall(r"\$\{?(FROGNANO_[A-Z0-9_]+)", path.read_text(encoding="utf-8"))}
+
+
+def cli_words(parser: argparse.ArgumentParser, verb: tuple[str, ...] = ()
+              ) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(verb, word) for every verb ("frognano model pull") and long flag of the parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                named = (*verb, name)
+                yield named, "frognano " + " ".join(named)
+                yield from cli_words(sub, named)
+        for option in action.option_strings:
+            if option.startswith("--") and option != "--help":
+                yield verb, option
+
+
+def undocumented(text: str) -> list[str]:
+    """What a newcomer could meet and find nowhere in `text`."""
+    env = sorted(settings_fields() | python_env_reads() | shell_env_reads())
+    missing = [f"setting {name}" for name in env if not _mentions(text, name)]
+    missing += [f"frognano {' '.join(verb)}: {word}" for verb, word in cli_words(_parser())
+                if not _mentions(text, word)]
+    return missing
+
+
+def test_every_setting_variable_and_cli_word_is_documented() -> None:
+    assert undocumented(_documented_text(DOCUMENTATION)) == [], \
+        "document these in README.md or a docs/*.md file"
+
+
+def test_the_scan_finds_what_the_code_reads() -> None:
+    """The scans see real reads of every kind, so an empty list above means something."""
+    assert {"FROGNANO_MODEL", "FROGNANO_DASHBOARD_TOKEN", "GITHUB_APP_ID"} <= settings_fields()
+    assert {"FROGNANO_SETUP_TOKEN", "FROGNANO_GIT_TOKEN"} <= python_env_reads()
+    assert {"FROGNANO_VENV", "FROGNANO_BIN_DIR", "FROGNANO_INSTALL_RECORD"} <= shell_env_reads()
+    words = {word for _, word in cli_words(_parser())}
+    assert {"frognano solve", "frognano model path", "--test-model", "--workers"} <= words
+
+
+def test_an_undocumented_setting_fails_the_check() -> None:
+    """Take one documented word out of the text, and the check names it."""
+    text = _documented_text(DOCUMENTATION)
+    for gone, named in (("FROGNANO_PROGRESS_SECONDS", "setting FROGNANO_PROGRESS_SECONDS"),
+                        ("FROGNANO_GIT_TOKEN", "setting FROGNANO_GIT_TOKEN"),
+                        ("--kv-cache-type", "frognano solve: --kv-cache-type"),
+                        ("frognano doctor", "frognano doctor: frognano doctor")):
+        stripped = re.sub(rf"(?<![\w-]){re.escape(gone)}(?![\w-])", "(gone)", text)
+        assert named in undocumented(stripped), gone
 
 def test_the_default_patch_limit_is_the_hosts() -> None:
     assert DEFAULT_MAX_DIFF_BYTES == hostgit.DEFAULT_MAX_DIFF_BYTES
