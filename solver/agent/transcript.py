@@ -6,7 +6,7 @@ The records are the run's events (solver/agent/run_events.py) that have a kind:
 usage and timings), `feedback` (the harness's user message after failing tests)
 and `result` (the run's last line: exit reason, verdicts, totals; only a review's
 `replay`, the tests re-run on its change replayed on a moved branch, follows it,
-workers/review_publish.py). A crash leaves
+workers/publish/review.py). A crash leaves
 every earlier line on disk. Every record is bounded: a string longer than
 `MAX_STRING_CHARS` keeps its head and a marker saying how much was cut, and a record
 whose JSON still exceeds `MAX_RECORD_CHARS` is cut harder, so a model that writes
