@@ -21,6 +21,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from solver.limits import PresetName
 from solver.repo_config import MAX_ATTEMPTS_IN_PARALLEL
 
 # HMAC-SHA256 with a short key can be brute-forced offline from one captured delivery.
@@ -52,8 +53,14 @@ class LlamaEnvSettings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",
                                       extra="ignore", populate_by_name=True)
 
-    n_ctx: int = Field(default=65536, gt=0, alias="FROGNANO_N_CTX",
-                       description="Context size in tokens.")
+    n_ctx: int | None = Field(
+        default=None, gt=0, alias="FROGNANO_N_CTX",
+        description="Context size in tokens, output included: a run's budget and an "
+                    "in-process model's KV cache (about 32 KiB a token in f16). Unset: "
+                    "FROGNANO_LIMITS' context (131,072), halved until it fits what the "
+                    "model's GPU or the host's memory holds; `frognano doctor` shows the "
+                    "choice.",
+        json_schema_extra={"shown_default": "chosen"})
     n_gpu_layers: int = Field(default=-1, ge=-1, alias="FROGNANO_N_GPU_LAYERS",
                               description="Layers offloaded to the GPU; -1 = all.")
     n_batch: int = Field(default=512, gt=0, alias="FROGNANO_N_BATCH",
@@ -249,6 +256,12 @@ class LimitSettings(BaseSettings):
                                 alias="FROGNANO_MAX_DIFF_BYTES",
                                 description="Largest patch published or committed; a bigger "
                                             "change is refused.")
+    limits: PresetName = Field(
+        default="evaluation", alias="FROGNANO_LIMITS",
+        description="A run's default budgets (`.github/frognano.yml` and `solve`'s flags "
+                    "set single ones): `evaluation`, the configuration FrogNano was "
+                    "evaluated in (150 steps, 131,072 tokens of context, 8,192 a turn); "
+                    "`agent`, Leaf's agent defaults (100 steps, 65,536 tokens).")
     max_parallel_attempts: int = Field(
         default=1, ge=1, le=MAX_ATTEMPTS_IN_PARALLEL, alias="FROGNANO_MAX_PARALLEL_ATTEMPTS",
         description="Most attempts one run may make (a repository's "
@@ -310,7 +323,6 @@ class SetupSettings(BaseSettings):
         description="Disk the setup caches (the downloaded packages in "
                     "`$FROGNANO_STATE_DIR/package-cache` and the venv cache) may use "
                     "together; past it the least recently used entries go first. 0: no cap.")
-
 
 
 class DashboardSettings(BaseSettings):

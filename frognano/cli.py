@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     # Flags default to None: unset, the setting applies (bot/settings.py, read in main).
     solve.add_argument("--model", help="OpenAI-compatible server URL, GGUF path or scripted:FILE "
                             "(default: $FROGNANO_MODEL)")
-    solve.add_argument("--max-steps", type=int, help="model turns in all (default 100)")
+    solve.add_argument("--max-steps", type=int,
+                       help="model turns in all (default 150; 100 with FROGNANO_LIMITS=agent)")
     solve.add_argument("--max-attempts", type=int,
                        help="agent attempts, one more per failed test run (default 3)")
     solve.add_argument("--timeout-minutes", type=float, help="wall-time budget (default 60)")
@@ -50,7 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--keep-workspace", action="store_true",
                        help="keep the private workspace for inspection")
     solve.add_argument("--n-ctx", type=int,
-                       help="context size for a GGUF model (default 65536, $FROGNANO_N_CTX)")
+                       help="context size in tokens, output included (default "
+                            "$FROGNANO_N_CTX, else 131072 cut to what the model's memory "
+                            "holds: `frognano doctor` shows it)")
     solve.add_argument("--n-gpu-layers", type=int,
                        help="layers offloaded to the GPU for a GGUF model; -1 = all "
                             "($FROGNANO_N_GPU_LAYERS)")
@@ -173,22 +176,34 @@ def main(argv: list[str] | None = None) -> int:
 def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
                    ) -> SolveOptions:
     """`solve`'s flags laid over the settings every other command reads too."""
+    import os
+
+    from frognano.model_host import run_limits
     from frognano.models import llama_fields
     from frognano.solve_command import SolveOptions
+    from solver.limits import Limits
     from solver.setup.package_index import PackageIndex
 
-    llama = llama_fields(settings, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
+    model = args.model or settings.model
+    # One model in this process: the context cut to its memory unless a setting names one.
+    limits = run_limits(settings.model_copy(update={"model": model}), os.environ, copies=1,
+                        n_ctx=args.n_ctx)
+    llama = llama_fields(settings, n_ctx=limits.max_context_tokens,
+                         n_gpu_layers=args.n_gpu_layers,
                          flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
                          n_batch=args.n_batch, n_ubatch=args.n_ubatch,
                          cpu_repack=args.cpu_repack)
+    minutes = args.timeout_minutes
+    flags = Limits(**{name: value for name, value in (
+        ("max_steps", args.max_steps), ("max_attempts", args.max_attempts),
+        ("max_seconds", None if minutes is None else 60 * minutes)) if value is not None})
     return SolveOptions(
         path=args.path, issue=issue, state_dir=settings.state_dir,
-        work_dir=settings.work_dir, test_cmd=args.test_cmd,
-        model=args.model or settings.model, max_steps=args.max_steps,
-        max_attempts=args.max_attempts, timeout_minutes=args.timeout_minutes,
+        work_dir=settings.work_dir, test_cmd=args.test_cmd, model=model,
+        limits=limits, flags=flags,
         sandbox=args.sandbox or settings.sandbox, transcript=args.transcript,
         seed=args.seed, keep_workspace=args.keep_workspace,
-        n_ctx=llama["n_ctx"], n_gpu_layers=llama["n_gpu_layers"], llama=llama,
+        n_gpu_layers=llama["n_gpu_layers"], llama=llama,
         chat_template=args.chat_template or settings.chat_template,
         database_url=settings.database_url, max_diff_bytes=settings.max_diff_bytes,
         attempts=args.attempts, max_parallel_attempts=settings.max_parallel_attempts,

@@ -183,7 +183,7 @@ def check_gpus(settings: BotSettings, environ: Mapping[str, str], model_bytes: i
     fits = int(smallest // weights_mib) if weights_mib else 0
     detail = (f"{per_gpu} × the model's weights ({weights_mib:,.0f} MiB) in {smallest:,} MiB "
               f"(the smallest GPU; {fits} would fit), and each run worker adds its own "
-              f"context cache (FROGNANO_N_CTX={settings.n_ctx}; docs/BENCHMARKS.md, runs per "
+              f"context cache (the context line says how large; docs/BENCHMARKS.md, runs per "
               "GPU, measures both)")
     if per_gpu > fits:
         return [found, Check("vram", "warn", detail, "lower FROGNANO_RUN_WORKERS_PER_GPU")]
@@ -338,6 +338,18 @@ def sandbox_limits() -> list[Check]:
     return [Check("sandbox limits", "ok", line) for line in describe_host()]
 
 
+def check_context(settings: BotSettings, environ: Mapping[str, str]) -> Check:
+    """The context each run worker's model gets, and why: the one `frognano worker` and
+    `up` choose (frognano/model_host.py), the preset's unless the memory cuts it."""
+    from frognano.model_host import run_context
+
+    choice = run_context(settings, environ, copies=settings.run_workers_per_gpu)
+    cut = "cut from" in choice.reason
+    return Check("context", "warn" if "may not load" in choice.reason else "ok",
+                 choice.reason, "a smaller model or FROGNANO_KV_CACHE_TYPE=q8_0, or fewer "
+                 "FROGNANO_RUN_WORKERS_PER_GPU" if cut else "")
+
+
 def all_checks(settings: BotSettings) -> list[Check]:
     sections: list[Callable[[], list[Check]]] = [
         lambda: [check_bubblewrap()],
@@ -346,6 +358,7 @@ def all_checks(settings: BotSettings) -> list[Check]:
         lambda: [check_redis(settings)],
         lambda: [check_database(settings)],
         lambda: check_model(settings),
+        lambda: [check_context(settings, os.environ)],
         lambda: check_app(settings),
         lambda: [check_dashboard(settings)],
         lambda: check_package_index(settings),

@@ -28,7 +28,7 @@ from solver.agent.run_events import (
     TurnStarted,
     TurnTokens,
 )
-from solver.attempts import AttemptEnded, AttemptOfThread, AttemptStarted
+from solver.best_of import AttemptEnded, AttemptOfThread, AttemptStarted
 
 
 def shown(text: str) -> str:

@@ -6,6 +6,8 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +18,12 @@ from frognano.progress import Progress, shown
 from runstore.store import RunStoreUnavailable, default_database_url, open_run_store
 from sandbox.base import SandboxError, SandboxUnavailable
 from sandbox.trees import remove_tree
+from solver.agent.harness import RunPlan
 from solver.agent.result import SolveResult
-from solver.agent.run_events import Event, Outputs, RunAborted
+from solver.agent.run_events import Event, EventOutput, Outputs, RunAborted
 from solver.agent.transcript import Transcript
-from solver.attempts import run_attempts
-from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError
+from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError, HostRepo
+from solver.limits import PRESETS, Limits
 from solver.local_solve import (
     LocalRepoError,
     bring_back,
@@ -32,20 +35,10 @@ from solver.local_solve import (
 from solver.models import ModelSpecError, build_model, check_model_slots
 from solver.models.base import ModelClient, Sampling
 from solver.models.llama_resident import LlamaSettings
-from solver.repo_config import (
-    CONFIG_PATH,
-    MAX_ATTEMPTS_IN_PARALLEL,
-    RepoConfigError,
-    parse_repo_config,
-)
+from solver.policy import setup_inputs_note
+from solver.repo_config import CONFIG_PATH, MAX_ATTEMPTS_IN_PARALLEL, RepoConfigError
 from solver.report import AttemptsReport
-from solver.run_path import (
-    NoTestCommand,
-    Overrides,
-    open_workspace,
-    prepare,
-    setup_inputs_note,
-)
+from solver.run import BestOfN, NoTestCommand, RunOutcome, RunRequest, Workspace, run
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from workers.run_recording import RunRecorder
 
@@ -63,20 +56,23 @@ class BadInput(Exception):
 
 @dataclass
 class SolveOptions:
+    """The command line laid over the settings (frognano/cli.py), for one `solve`."""
+
     path: Path
     issue: str
     state_dir: Path  # transcripts
     work_dir: Path  # workspaces; every parent must be searchable by the sandbox's uid
     test_cmd: str | None = None
     model: str | None = None
-    max_steps: int | None = None
-    max_attempts: int | None = None
-    timeout_minutes: float | None = None
+    # The operator's preset (FROGNANO_LIMITS), its context the model's (FROGNANO_N_CTX or
+    # --n-ctx, else cut to the model host's memory); `flags`: the fields --max-steps,
+    # --max-attempts and --timeout-minutes set, over `.github/frognano.yml`.
+    limits: Limits = PRESETS["evaluation"]
+    flags: Limits = field(default_factory=Limits)
     sandbox: str = "bubblewrap"
     transcript: Path | None = None
     seed: int | None = None
     keep_workspace: bool = False
-    n_ctx: int = 65536
     n_gpu_layers: int = -1
     llama: dict[str, Any] = field(default_factory=dict)  # more LlamaSettings fields
     chat_template: Path | None = None  # a Jinja file, for a GGUF that carries no template
@@ -84,13 +80,17 @@ class SolveOptions:
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
-    # Best of N (solver/attempts.py): `--attempts` over the checkout's
-    # `attempts_in_parallel`; the config's value is cut to FROGNANO_MAX_PARALLEL_ATTEMPTS
-    # as in the bot, the flag is the operator's own word. FROGNANO_MODEL_SLOTS at once.
+    # Best of N (solver/run.py): `--attempts`, else the checkout's `attempts_in_parallel`
+    # cut to FROGNANO_MAX_PARALLEL_ATTEMPTS; FROGNANO_MODEL_SLOTS at once.
     attempts: int | None = None
     max_parallel_attempts: int = 1
     model_slots: int = 1
     progress_seconds: float = 30.0  # without a terminal, a progress line this often
+
+    @property
+    def n_ctx(self) -> int:
+        """The model's context: the run's budget and an in-process model's KV cache."""
+        return self.limits.max_context_tokens
 
 
 def run_solve(opts: SolveOptions, console: Console) -> int:
@@ -129,7 +129,7 @@ def _start_recorder(opts: SolveOptions, slug: str, transcript_path: Path) -> Run
 def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path: Path,
                recorder: RunRecorder) -> int:
     run_dir = opts.work_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{slug}"
-    # Attempt 1's transcript is this path too (run_attempts opens it, appending): this one
+    # Attempt 1's transcript is this path too (solver.run opens it, appending): this one
     # holds only a record of a run that could not start or broke outside the harness.
     with Transcript(transcript_path) as transcript:
         events = Outputs(transcript, recorder)
@@ -157,13 +157,30 @@ def transcript_for(path: Path, attempt: int) -> Path:
 
 def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
            recorder: RunRecorder, console: Console) -> int:
-    """The bot's run path (solver/run_path.py, best of N by solver/attempts.py) on a
-    local checkout; only the source, the flags over the config, and what a decision means
-    (a local branch) are solve's own."""
+    """The bot's run (solver/run.py, best of N included) on a local checkout; only the
+    source, the flags over the config, and what a decision means (a local branch) are
+    solve's own."""
     if not opts.issue.strip():
         raise BadInput("the issue text is empty")
     _check_numbers(opts)
     repo = check_repository(opts.path.resolve())
+    model_for = _model_factory(opts)
+    model = model_for(opts.seed)  # its name and tokenizer, before any attempt starts
+    _check_issue_size(opts.issue, model, opts.n_ctx)
+    with ExitStack() as progress:  # the progress line, from the plan to the end
+        request = _run_request(opts, repo, run_dir, transcript_path, model.name, console,
+                               recorder, model_for, progress)
+        try:
+            outcome = run(request)
+        except NoTestCommand:
+            raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
+                           f"{CONFIG_PATH}; the harness needs the repository's tests to "
+                           "judge a fix") from None
+    return _apply(opts, repo, slug, transcript_path, outcome, console)
+
+
+def _model_factory(opts: SolveOptions) -> Callable[[int | None], ModelClient]:
+    """One client per attempt, as the worker's; the llama.cpp settings checked first."""
     try:
         llama = LlamaSettings(**{**opts.llama, "n_ctx": opts.n_ctx,
                                  "n_gpu_layers": opts.n_gpu_layers})
@@ -171,51 +188,51 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
         raise BadInput(str(exc)) from None
     check_model_slots(opts.model, opts.model_slots)
 
-    def model_for(seed: int | None) -> ModelClient:  # one client per attempt, as the worker
+    def model_for(seed: int | None) -> ModelClient:
         return build_model(opts.model, Sampling(seed=seed), llama,
                            chat_template=opts.chat_template)
 
-    model = model_for(opts.seed)  # its name and tokenizer, before any attempt starts
-    _check_issue_size(opts.issue, model, opts.n_ctx)
-    # On a branch `solve` made, its setup runs none of the model's files, and the tests
-    # that judge it are the repository's (solver/run_path.open_workspace).
-    own = own_commits(repo)
-    host = open_workspace(repo, None, run_dir, max_diff_bytes=opts.max_diff_bytes,
-                          own_commits=own)
-    config_file = host.work_tree / CONFIG_PATH  # the checkout's own: HEAD is the user's
-    config = parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
-                               if config_file.is_file() else None)
-    overrides = Overrides(test_command=opts.test_cmd, max_steps=opts.max_steps,
-                          max_attempts=opts.max_attempts, timeout_minutes=opts.timeout_minutes)
-    try:
-        plan = prepare(opts.issue, host.work_tree, config, overrides=overrides,
-                       context_tokens=opts.n_ctx)
-    except NoTestCommand:
-        raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
-                       f"{CONFIG_PATH}; the harness needs the repository's tests to "
-                       "judge a fix") from None
-    asked = opts.attempts or config.attempts_in_parallel
-    allowed = opts.attempts or opts.max_parallel_attempts
-    console.print(shown(f"repository {repo} at {host.base[:12]}; tests: "
-                         f"`{plan.test_command}`; model {model.name}; sandbox {opts.sandbox}"),
-                  highlight=False)
-    if plan.setup_note:
-        console.print(shown(f"setup {plan.setup_note}: `{plan.setup_command}`"),
-                      highlight=False)
-    with Progress(console, every_seconds=opts.progress_seconds) as progress:
-        attempts = run_attempts(
-            plan=plan, config=config, first_host=host,
-            open_host=lambda k: open_workspace(repo, None, run_dir / f"attempt-{k + 1}",
-                                               max_diff_bytes=opts.max_diff_bytes,
-                                               own_commits=own),
-            model_for=model_for, transcript_for=lambda k: transcript_for(transcript_path, k),
-            shared=Outputs(recorder, progress),
-            opening=Event(),  # no trigger to open with: an event that is never recorded
-            sandbox_backend=opts.sandbox, should_stop=lambda: False, asked=asked,
-            max_attempts=allowed, slots=opts.model_slots, seed=opts.seed,
-            package_index=opts.package_index)
-    host, result = attempts.host, attempts.choice.chosen.result
-    report = attempts.report()
+    return model_for
+
+
+def _run_request(opts: SolveOptions, repo: Path, run_dir: Path, transcript_path: Path,
+                 model_name: str, console: Console, recorder: RunRecorder,
+                 model_for: Callable[[int | None], ModelClient], progress: ExitStack
+                 ) -> RunRequest:
+    """The checkout's own config (HEAD is the user's), the flags over it; on a branch
+    `solve` made, its setup runs none of the model's files, and the tests that judge it
+    are the repository's (solver/run.open_workspace). Best of N: `--attempts` over the
+    checkout's `attempts_in_parallel`; the config's value is cut to
+    FROGNANO_MAX_PARALLEL_ATTEMPTS as in the bot, the flag is the operator's own word."""
+
+    def planned(plan: RunPlan, host: HostRepo) -> EventOutput:
+        console.print(shown(f"repository {repo} at {host.base[:12]}; tests: "
+                            f"`{plan.test_command}`; model {model_name}; sandbox "
+                            f"{opts.sandbox}"), highlight=False)
+        if plan.setup_note:
+            console.print(shown(f"setup {plan.setup_note}: `{plan.setup_command}`"),
+                          highlight=False)
+        live = progress.enter_context(Progress(console, every_seconds=opts.progress_seconds))
+        return Outputs(recorder, live)
+
+    return RunRequest(
+        issue=opts.issue, model_for=model_for,
+        workspace=Workspace(source=repo, run_dir=run_dir, max_diff_bytes=opts.max_diff_bytes,
+                            own_commits=own_commits(repo)),
+        transcript_for=lambda k: transcript_for(transcript_path, k),
+        test_command=opts.test_cmd, limits=opts.limits, flags=opts.flags,
+        best_of=BestOfN(asked=opts.attempts, allowed=opts.attempts or opts.max_parallel_attempts,
+                        slots=opts.model_slots, seed=opts.seed),
+        sandbox_backend=opts.sandbox, package_index=opts.package_index,
+        opening=Event(),  # no trigger to open with: an event that is never recorded
+        on_planned=planned)
+
+
+def _apply(opts: SolveOptions, repo: Path, slug: str, transcript_path: Path,
+           outcome: RunOutcome, console: Console) -> int:
+    """Report the run, then apply its decision: a branch in the user's repository."""
+    host, result, decision = outcome.host, outcome.result, outcome.decision
+    report = outcome.report()
     if report is not None:
         _report_attempts(report, transcript_path, console)
     _report(result, console)
@@ -224,7 +241,6 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     for path in result.snapshot.dropped if result.tests_passed and result.snapshot else []:
         console.print(f"[bold yellow]warning:[/bold yellow] left out `{shown(path)}`: a "
                       "nested git repository is never committed", highlight=False)
-    decision = attempts.choice.chosen.decision
     if decision.outcome == "no_change":
         console.print("The tests pass and nothing was changed: no branch created.")
         return EXIT_OK
@@ -241,7 +257,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     branch = unique_branch(repo, slug)
     first_line = opts.issue.strip().splitlines()[0][:72]
     commit = host.commit(result.snapshot.tree, branch, f"{first_line}\n\nMade by frognano "
-                         f"solve; the harness ran `{plan.test_command}` and it passed.")
+                         f"solve; the harness ran `{outcome.plan.test_command}` and it passed.")
     bring_back(repo, host, branch)
     console.print(f"[bold green]committed[/bold green] {commit[:12]} on branch "
                   f"{shown(branch)} (your current branch is untouched)", highlight=False)

@@ -26,6 +26,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     import redis
 
     from bot.github_client import GitHubAppClient
+    from frognano.model_host import run_limits
     from frognano.models import llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
     from solver.models import ModelSpecError, build_model, check_model_slots
@@ -46,8 +47,10 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         check_model_slots(model_spec, settings.model_slots)
     except ModelSpecError as exc:
         raise WorkerConfigError(str(exc)) from exc
-    try:  # FROGNANO_N_CTX and the other llama.cpp settings, for a GGUF model
-        llama = llama_settings(settings)
+    # Each run worker's own model on its GPU (or the host): the context cut to fit them all.
+    limits = run_limits(settings, os.environ, copies=settings.run_workers_per_gpu)
+    try:  # the context and the other llama.cpp settings, for a GGUF model
+        llama = llama_settings(settings, n_ctx=limits.max_context_tokens)
     except ValueError as exc:
         raise WorkerConfigError(str(exc)) from exc
     try:
@@ -73,7 +76,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         max_run_seconds=settings.max_run_seconds,
         run_store=run_store,
         max_diff_bytes=settings.max_diff_bytes,
-        context_tokens=settings.n_ctx,
+        limits=limits,
         model_slots=settings.model_slots,
         max_parallel_attempts=settings.max_parallel_attempts,
         seed=settings.seed,

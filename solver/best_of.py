@@ -1,40 +1,28 @@
-"""Best of N: independent attempts at one issue, the smallest passing change chosen.
+"""Best of N as data: which of several attempts at one issue is chosen, how each is
+summed up, and the events and outputs that tell them apart (solver/run.py runs them).
 
 `.github/frognano.yml`'s `attempts_in_parallel: N` (cut to the operator's
 FROGNANO_MAX_PARALLEL_ATTEMPTS) runs N agents on the same plan, each with its own seed
 (the run's first seed + k), workspace, host git directory, sandbox and transcript. Among
-those whose decision is publish (`run_path.decide`), `choose` takes the fewest changed
+those whose decision is publish (`run.decide`), `choose` takes the fewest changed
 lines, then the fewest files: the tests are the judge, and the smaller of two passing
 changes is the one a reviewer can check.
-
-The model serves `model_slots` streams at once (FROGNANO_MODEL_SLOTS). With one, the
-attempts run one after another and stop at the first that passes; with more, that many
-run at once and all that started are compared. The rule for both: an attempt not yet
-started when one has passed is skipped. A stale run (superseded or cancelled) stops every
-attempt at its next step. Attempt 0 keeps the paths a single run has always had (the
-run directory, the transcript's name), so N = 1 is the run it was.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from solver.agent.harness import RunPlan
 from solver.agent.result import SolveResult
-from solver.agent.run_events import Event, EventOutput, Outputs, RunFinished
-from solver.agent.transcript import Transcript
-from solver.hostgit import HostRepo
-from solver.models.base import ModelClient
-from solver.repo_config import RepoConfig
-from solver.report import AttemptLine, AttemptsReport
-from solver.run_path import Decision, decide, execute
-from solver.setup.package_index import NO_INDEX, PackageIndex
+from solver.agent.run_events import Event, EventOutput, RunFinished
+from solver.report import AttemptLine
+
+if TYPE_CHECKING:
+    from solver.run import Decision
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +50,7 @@ class AttemptEnded(Event):
 class AttemptOfThread:
     """Whose event it is, for outputs shared by several attempts (the status comment, the
     terminal): the events do not name their attempt, but an attempt runs in one thread
-    from its `AttemptStarted` to its `AttemptEnded` (`run_attempts`' `one`)."""
+    from its `AttemptStarted` to its `AttemptEnded` (`run.BestOf.attempt`)."""
 
     def __init__(self) -> None:
         self._by_thread: dict[int, int] = {}
@@ -172,7 +160,7 @@ def summary(attempt: Attempt, chosen: Attempt) -> AttemptLine:
                        lines=attempt.lines, files=attempt.files)
 
 
-class _Locked:
+class LockedOutput:
     """Outputs shared by attempts running in threads, one event at a time."""
 
     def __init__(self, output: EventOutput) -> None:
@@ -183,7 +171,7 @@ class _Locked:
             self.output.emit(event)
 
 
-class _HoldResult:
+class HoldResult:
     """Keeps an attempt's `RunFinished` from the run record, so that the record's result
     columns are the chosen attempt's, stored once the choice is made."""
 
@@ -200,108 +188,5 @@ class _HoldResult:
             self.output.emit(event)
 
 
-@dataclass
-class Attempts:
-    """What `run_attempts` hands back: the choice, each attempt's host git directory (the
-    chosen one's is published), and what the PR body says about the others."""
-
-    choice: Choice
-    hosts: dict[int, HostRepo]
-    models: dict[int, str]
-    planned: int  # attempts the run was allowed
-    asked: int  # attempts_in_parallel
-    slots: int
-
-    @property
-    def host(self) -> HostRepo:
-        return self.hosts[self.choice.chosen.index]
-
-    @property
-    def model(self) -> str:
-        return self.models[self.choice.chosen.index]
-
-    def report(self) -> AttemptsReport | None:
-        """For the PR body or the failure comment; None when one attempt was asked."""
-        if self.asked == 1:
-            return None
-        chosen = self.choice.chosen
-        return AttemptsReport(asked=self.asked, allowed=self.planned, slots=self.slots,
-                              chosen=summary(chosen, chosen),
-                              others=[summary(a, chosen) for a in self.choice.others],
-                              published=self.choice.published)
-
-
 def first_seed(fixed: int | None) -> int:
     return fixed if fixed is not None else random.SystemRandom().randrange(2**31)
-
-
-def run_attempts(*, plan: RunPlan, config: RepoConfig, first_host: HostRepo,
-                 open_host: Callable[[int], HostRepo],
-                 model_for: Callable[[int | None], ModelClient],
-                 transcript_for: Callable[[int], Path], shared: EventOutput,
-                 opening: Event, sandbox_backend: str,
-                 should_stop: Callable[[], bool], asked: int = 1, max_attempts: int = 1,
-                 slots: int = 1, seed: int | None = None,
-                 package_index: PackageIndex = NO_INDEX) -> Attempts:
-    """Run the plan `min(asked, max_attempts)` times (`asked`: the config's
-    `attempts_in_parallel`, or 1 where the caller wants one), `slots` at once. Attempt 0
-    runs in `first_host` (where the plan was prepared), attempt k in `open_host(k)`.
-    `shared` (run record, status comment) hears every attempt; each transcript opens
-    with `opening`. With one attempt nothing changes from a single run: the backend's
-    own seed (unless `seed` is set), no attempt records, no threads."""
-    planned = min(asked, max_attempts)
-    several = planned > 1
-    base = first_seed(seed) if several else seed
-    shared = _Locked(shared)
-    passed, crashed = threading.Event(), threading.Event()
-    hosts: dict[int, HostRepo] = {}
-    models: dict[int, str] = {}
-    finished: dict[int, Attempt] = {}
-    held: dict[int, RunFinished] = {}
-
-    def stopping() -> bool:
-        return crashed.is_set() or should_stop()
-
-    def one(k: int) -> None:
-        if k > 0 and (passed.is_set() or stopping()):  # one passed first, or the run ends
-            return
-        try:
-            attempt_seed = None if base is None else (base + k) % 2**31
-            host = hosts[k] = first_host if k == 0 else open_host(k)
-            model = model_for(attempt_seed)
-            models[k] = model.name
-            with Transcript(transcript_for(k)) as transcript:
-                transcript.emit(opening)
-                events = Outputs(transcript, _HoldResult(shared, held, k) if several
-                                 else shared)
-                if several:
-                    events.emit(AttemptStarted(index=k, of=planned, seed=attempt_seed))
-                result = execute(plan, model, host, sandbox_backend, events,
-                                 should_stop=stopping, package_index=package_index)
-        except BaseException:
-            crashed.set()  # the others stop at their next step; the crash is the run's
-            raise
-        decision = decide(result, config)
-        finished[k] = Attempt(k, attempt_seed, result, decision)
-        if decision.action == "publish":
-            passed.set()
-
-    if slots == 1 or not several:
-        for k in range(planned):
-            one(k)
-    else:
-        with ThreadPoolExecutor(max_workers=min(slots, planned),
-                                thread_name_prefix="attempt") as pool:
-            try:
-                for future in [pool.submit(one, k) for k in range(planned)]:
-                    future.result()
-            except BaseException:  # Celery's soft time limit lands in this thread
-                crashed.set()
-                raise
-    choice = choose([finished[k] for k in sorted(finished)])
-    if several:
-        shared.emit(held[choice.chosen.index])
-        shared.emit(AttemptsChosen(
-            chosen=choice.chosen.index, published=choice.published,
-            attempts=[vars(summary(finished[k], choice.chosen)) for k in sorted(finished)]))
-    return Attempts(choice, hosts, models, planned, asked, slots)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from solver.hostgit import LOCAL_IDENTITY, GitError, GitMissing, HostRepo, run_git
-from solver.run_path import OwnCommits
+from solver.run import OwnCommits
 
 
 class LocalRepoError(ValueError):

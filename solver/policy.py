@@ -1,16 +1,18 @@
 """What the bot may push and as whom: paths it never pushes (workflows, the local actions
 they run, submodule and LFS plumbing, the repository's `protected_paths`), its branch
-names and its commit identity. Plain policy, shared by the solver's decision and the
-GitHub side's pushes."""
+names and its commit identity; and what a change edits that setup reads, which the reviewer
+is told. Plain policy, shared by the solver's decision and the GitHub side's pushes."""
 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 
 import pathspec
 
-from solver.hostgit import Identity
+from solver.hostgit import HostRepo, Identity
 
 # Workflows, and the local actions they run (`uses: ./.github/actions/x` runs with secrets).
 ALWAYS_FORBIDDEN = (".github/workflows/", ".github/actions/")
@@ -55,3 +57,37 @@ def _link_target(path: str, target: str) -> str:
 
 def bot_identity(login: str) -> Identity:
     return (login, f"{login}@users.noreply.github.com")
+
+
+# Files an inferred or configured setup reads: what a change to them would install.
+_SETUP_INPUT_NAMES = frozenset({
+    "setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "noxfile.py", "MANIFEST.in",
+    "Pipfile", "Pipfile.lock", "poetry.lock", "pdm.lock", "uv.lock", "frognano.yml"})
+_SETUP_INPUT = re.compile(r"(^|/)(requirements[^/]*|constraints[^/]*)\.(txt|in)$"
+                          r"|(^|/)requirements/[^/]+\.(txt|in)$|\.lock$")
+
+
+def setup_inputs(paths: list[str]) -> list[str]:
+    """The changed paths that setup reads: the run installed none of them (setup ran on
+    the files as they were), so the reviewer is told."""
+    return [path for path in paths if PurePosixPath(path).name in _SETUP_INPUT_NAMES
+            or _SETUP_INPUT.search(path)]
+
+
+def not_installed_note(host: HostRepo, changed: list[str]) -> str:
+    """`setup_inputs_note` over the change and what the bot's earlier commits on the branch
+    changed (put back for setup by `distrust_setup`): a review's PR still holds those."""
+    earlier = [] if host.setup_base == host.base else \
+        host.changed_paths(host.base, against=host.setup_base)
+    return setup_inputs_note(sorted({*changed, *earlier}))
+
+
+def setup_inputs_note(paths: list[str]) -> str:
+    """The sentence for the PR and the status comment; "" when the change touches none."""
+    touched = setup_inputs(paths)
+    if not touched:
+        return ""
+    shown = ", ".join(f"`{path}`" for path in touched[:10])
+    more = f" and {len(touched) - 10} more" if len(touched) > 10 else ""
+    return (f"the change edits what setup reads ({shown}{more}): not installed: the "
+            "verdict ran with the setup of the original files")

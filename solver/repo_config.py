@@ -12,6 +12,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from solver.limits import Limits
+
 CONFIG_PATH = ".github/frognano.yml"
 # The most independent attempts one run may ask for, whatever the operator allows: each
 # is a whole agent run (its own sandbox, model stream and test runs).
@@ -30,16 +32,21 @@ class RepoConfig(BaseModel):
     setup: str | None = Field(default=None, min_length=1,
                               description="Command run once with network before the agent, "
                                           "e.g. to install dependencies into /frognano/venv.")
-    max_steps: int = Field(default=100, ge=1, le=1000)
-    max_attempts: int = Field(default=3, ge=1, le=20,
-                              description="Agent attempts: one, plus one per failed test run.")
+    # The budgets: unset, the operator's preset's (solver/limits.py, FROGNANO_LIMITS).
+    max_steps: int | None = Field(default=None, ge=1, le=1000,
+                                  description="Model turns in all (default 150).")
+    max_attempts: int | None = Field(
+        default=None, ge=1, le=20,
+        description="Agent attempts: one, plus one per failed test run (default 3).")
     # Strict: YAML reads `yes` as True, which a lax int would take for 1.
     attempts_in_parallel: StrictInt = Field(
         default=1, ge=1, le=MAX_ATTEMPTS_IN_PARALLEL,
         description="Independent agents with different seeds; the smallest passing change "
                     "is published (capped by FROGNANO_MAX_PARALLEL_ATTEMPTS).")
-    timeout_minutes: float = Field(default=60, gt=0, le=24 * 60)
-    test_timeout_minutes: float = Field(default=15, gt=0, le=24 * 60)
+    timeout_minutes: float | None = Field(default=None, gt=0, le=24 * 60,
+                                          description="Wall time of a run (default 60).")
+    test_timeout_minutes: float | None = Field(default=None, gt=0, le=24 * 60,
+                                               description="One test run (default 15).")
     protected_paths: tuple[str, ...] = Field(
         default=(), description="Glob patterns of paths the bot must never change.")
     ci: Literal["skip", "run"] = Field(
@@ -48,6 +55,13 @@ class RepoConfig(BaseModel):
                     "pull_request workflows do not run model-written code with the "
                     "repository's secrets until a person pushes to the branch; run: they "
                     "run on the bot's push like on anyone's.")
+
+    def limits_over(self, base: Limits) -> Limits:
+        """`base` (the preset) with the budgets this file sets laid over it."""
+        minutes = {"max_seconds": self.timeout_minutes, "test_timeout": self.test_timeout_minutes}
+        return base.over({"max_steps": self.max_steps, "max_attempts": self.max_attempts,
+                          **{name: None if value is None else 60 * value
+                             for name, value in minutes.items()}})
 
 
 def parse_repo_config(text: str | None) -> RepoConfig:

@@ -1,34 +1,53 @@
-"""One run path, for `frognano solve` and the worker alike: prepare → execute → decide.
+"""A run is one request: `run(RunRequest) -> RunOutcome`, for `frognano solve` and the
+worker alike: open the workspace → prepare → best of N × (execute → decide) → choose.
 
 - `open_workspace`: the run's host-owned git directory and the workspace (hostgit.py);
-- `prepare`: `.github/frognano.yml` and the command line → test command, setup, limits
-  (a `RunPlan`);
+- `prepare`: `.github/frognano.yml`, the preset and the flags → test command, setup,
+  limits (a `RunPlan`; solver/limits.py layers the limits);
 - `execute`: the sandbox and the harness, with the caller's event outputs;
-- `decide`: the finished run → publish, refuse with a reason, or fail with a reason.
-  Pure: no GitHub, no git, no sandbox, so every branch is tested as data
-  (tests/unit/solver/test_run_path.py), as bot/webhook_events.route is for webhooks.
+- `decide`: the finished run → publish, refuse or fail, with a reason. Pure, so every
+  branch is tested as data (tests/unit/solver/test_run.py);
+- `BestOf`: the attempts, `slots` at once (FROGNANO_MODEL_SLOTS; with one, in turn). An
+  attempt not yet started when one has passed is skipped; a stale run stops every attempt
+  at its next step; attempt 0 keeps a single run's paths, so N = 1 is the run it was
+  (solver/best_of.py chooses among them).
 
-Only what differs stays with the callers: where the source and the config text come from
-(the user's checkout; the mirror and the default branch on GitHub), and what applying a
-decision means (a local branch; a push and a draft PR, or a comment).
+What differs between the callers are the request's fields: where the source and the
+config come from (the user's checkout; the mirror and the default branch on GitHub) and
+who hears the run; applying the decision (a local branch; a draft PR) stays theirs.
 """
 
 from __future__ import annotations
 
-import re
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from sandbox import SandboxConfig, open_sandbox
 from solver.agent.harness import Harness, RunPlan
-from solver.agent.result import SolveLimits, SolveResult
-from solver.agent.run_events import EventOutput
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Event, EventOutput, Outputs, RunFinished
+from solver.agent.transcript import Transcript
+from solver.best_of import (
+    Attempt,
+    AttemptsChosen,
+    AttemptStarted,
+    Choice,
+    HoldResult,
+    LockedOutput,
+    choose,
+    first_seed,
+    summary,
+)
 from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, HostRepo
+from solver.limits import PRESETS, Limits
 from solver.models.base import ModelClient
 from solver.policy import bot_identity, forbidden_paths
-from solver.repo_config import RepoConfig
+from solver.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
+from solver.report import AttemptsReport
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.setup.python_setup import infer_python_setup
 from solver.verdict.repo_tests import detect_test_command
@@ -37,20 +56,6 @@ from solver.verdict.suite_paths import is_test_config, is_test_path
 
 class NoTestCommand(ValueError):
     """Neither the command line nor the config names a test command, and none was found."""
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """What `frognano solve`'s flags may set over the repository's config; the bot has
-    none (a maintainer changes `.github/frognano.yml` instead)."""
-
-    test_command: str | None = None
-    max_steps: int | None = None
-    max_attempts: int | None = None
-    timeout_minutes: float | None = None
-
-
-_NO_OVERRIDES = Overrides()
 
 
 @dataclass(frozen=True)
@@ -86,40 +91,6 @@ def _is_test_material(path: str) -> bool:
     return is_test_path(path) or is_test_config(path)
 
 
-# Files an inferred or configured setup reads: what a change to them would install.
-_SETUP_INPUT_NAMES = frozenset({
-    "setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "noxfile.py", "MANIFEST.in",
-    "Pipfile", "Pipfile.lock", "poetry.lock", "pdm.lock", "uv.lock", "frognano.yml"})
-_SETUP_INPUT = re.compile(r"(^|/)(requirements[^/]*|constraints[^/]*)\.(txt|in)$"
-                          r"|(^|/)requirements/[^/]+\.(txt|in)$|\.lock$")
-
-
-def setup_inputs(paths: list[str]) -> list[str]:
-    """The changed paths that setup reads: the run installed none of them (setup ran on
-    the files as they were), so the reviewer is told."""
-    return [path for path in paths if PurePosixPath(path).name in _SETUP_INPUT_NAMES
-            or _SETUP_INPUT.search(path)]
-
-
-def not_installed_note(host: HostRepo, changed: list[str]) -> str:
-    """`setup_inputs_note` over the change and what the bot's earlier commits on the branch
-    changed (put back for setup by `distrust_setup`): a review's PR still holds those."""
-    earlier = [] if host.setup_base == host.base else \
-        host.changed_paths(host.base, against=host.setup_base)
-    return setup_inputs_note(sorted({*changed, *earlier}))
-
-
-def setup_inputs_note(paths: list[str]) -> str:
-    """The sentence for the PR and the status comment; "" when the change touches none."""
-    touched = setup_inputs(paths)
-    if not touched:
-        return ""
-    shown = ", ".join(f"`{path}`" for path in touched[:10])
-    more = f" and {len(touched) - 10} more" if len(touched) > 10 else ""
-    return (f"the change edits what setup reads ({shown}{more}): not installed: the "
-            "verdict ran with the setup of the original files")
-
-
 def distrust_own_tests(host: HostRepo, upstream: str, bot_login: str) -> list[str]:
     """For a run that starts from the bot's own branch (a review on its PR): the tests it
     is judged by are the repository's, not those the model changed in an earlier run of
@@ -129,24 +100,23 @@ def distrust_own_tests(host: HostRepo, upstream: str, bot_login: str) -> list[st
     return host.distrust(upstream, bot_identity(bot_login)[1], _is_test_material)
 
 
+_NO_FLAGS = Limits()
+
+
 def prepare(issue: str, workspace: Path, config: RepoConfig, *,
-            overrides: Overrides = _NO_OVERRIDES, guidance: str = "",
-            max_run_seconds: float | None = None, context_tokens: int = 65_536) -> RunPlan:
-    """The plan of one run. Test command: override > `test:` > autodetection; setup:
-    `setup:` > one inferred for a Python project; limits: override > config, the wall
-    time capped at `max_run_seconds` (the worker's ceiling). `workspace` holds the setup
-    tree (`open_workspace`), so nothing here reads a file the model wrote."""
-    test_command = overrides.test_command if overrides.test_command is not None \
-        else config.test or getattr(detect_test_command(workspace), "command", None)
+            test_command: str | None = None, limits: Limits = PRESETS["evaluation"],
+            flags: Limits = _NO_FLAGS, guidance: str = "",
+            max_run_seconds: float | None = None) -> RunPlan:
+    """The plan of one run. Test command: `test_command` (a flag) > `test:` >
+    autodetection; setup: `setup:` > one inferred for a Python project; limits: `flags`
+    (the fields set) > config > `limits` (the preset), the wall time capped at
+    `max_run_seconds` (the worker's ceiling). `workspace` holds the setup tree
+    (`open_workspace`), so nothing here reads a file the model wrote."""
+    if test_command is None:
+        test_command = config.test or getattr(detect_test_command(workspace), "command", None)
     if not test_command:
         raise NoTestCommand("no test command found")
-    seconds = 60 * (overrides.timeout_minutes or config.timeout_minutes)
-    limits = SolveLimits(
-        max_steps=overrides.max_steps or config.max_steps,
-        max_attempts=overrides.max_attempts or config.max_attempts,
-        max_seconds=seconds if max_run_seconds is None else min(seconds, max_run_seconds),
-        test_timeout=60 * config.test_timeout_minutes,
-        max_context_tokens=context_tokens)
+    limits = config.limits_over(limits).over(flags).capped(max_run_seconds)
     setup_command, setup_note = config.setup, ""
     if not setup_command:
         inferred = infer_python_setup(workspace)
@@ -206,3 +176,200 @@ def decide(result: SolveResult, config: RepoConfig) -> Decision:
                         f"never push (workflows, actions or protected paths): {listed}. "
                         "Nothing was pushed.", tuple(forbidden))
     return Decision("publish", "pr_opened")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workspace:
+    """Where a run works: `branch` of `source` (None: its HEAD), attempt 0 in `run_dir`
+    and attempt k in `run_dir/attempt-<k + 1>`, each from `open_workspace`."""
+
+    source: Path
+    branch: str | None = None
+    run_dir: Path
+    max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES
+    own_commits: OwnCommits | None = None
+
+    def open(self, attempt: int) -> HostRepo:
+        run_dir = self.run_dir / f"attempt-{attempt + 1}" if attempt else self.run_dir
+        return open_workspace(self.source, self.branch, run_dir,
+                              max_diff_bytes=self.max_diff_bytes, own_commits=self.own_commits)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BestOfN:
+    """How many attempts: `asked` (the config's `attempts_in_parallel` when None; 1 for a
+    review), cut to `allowed` (FROGNANO_MAX_PARALLEL_ATTEMPTS), `slots` at once, the
+    first with `seed` (None: with one attempt the backend's own, else drawn)."""
+
+    asked: int | None = None
+    allowed: int = 1
+    slots: int = 1
+    seed: int | None = None
+
+
+def _no_outputs(plan: RunPlan, host: HostRepo) -> EventOutput:
+    return Outputs()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    """One run: what to solve, where, with which limits and model, and who hears it."""
+
+    issue: str
+    workspace: Workspace
+    model_for: Callable[[int | None], ModelClient]  # a client sampling with this seed
+    transcript_for: Callable[[int], Path]  # attempt k's transcript
+    config: RepoConfig | None = None  # None: the workspace's own CONFIG_PATH (`solve`)
+    test_command: str | None = None  # `solve --test-cmd`
+    guidance: str = ""  # a maintainer's words, a review's comments
+    limits: Limits = PRESETS["evaluation"]  # the operator's preset, its context chosen
+    flags: Limits = _NO_FLAGS  # `solve`'s flags: the fields set win over the config
+    max_run_seconds: float | None = None  # the worker's ceiling
+    best_of: BestOfN = field(default_factory=BestOfN)
+    sandbox_backend: str = "bubblewrap"
+    package_index: PackageIndex = NO_INDEX  # the setup phase's network
+    opening: Event = field(default_factory=Event)  # each transcript's first record
+    # Once the run is planned, before any attempt: the outputs every attempt shares (the
+    # run record, the status comment or the terminal).
+    on_planned: Callable[[RunPlan, HostRepo], EventOutput] = _no_outputs
+    should_stop: Callable[[], bool] = lambda: False  # a superseded or cancelled run
+
+    def read_config(self, host: HostRepo) -> RepoConfig:
+        if self.config is not None:
+            return self.config
+        config_file = host.work_tree / CONFIG_PATH  # the setup tree: no model wrote it
+        return parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
+                                 if config_file.is_file() else None)
+
+
+@dataclass
+class RunOutcome:
+    """What `run` hands back: the plan, the choice, each attempt's host git directory (the
+    chosen one's is published), and what the PR body says about the others."""
+
+    plan: RunPlan
+    config: RepoConfig
+    choice: Choice
+    hosts: dict[int, HostRepo]
+    models: dict[int, str]
+    planned: int  # attempts the run was allowed
+    asked: int  # attempts_in_parallel
+    slots: int
+
+    @property
+    def host(self) -> HostRepo:
+        return self.hosts[self.choice.chosen.index]
+
+    @property
+    def model(self) -> str:
+        return self.models[self.choice.chosen.index]
+
+    @property
+    def result(self) -> SolveResult:
+        return self.choice.chosen.result
+
+    @property
+    def decision(self) -> Decision:
+        return self.choice.chosen.decision
+
+    def report(self) -> AttemptsReport | None:
+        """For the PR body or the failure comment; None when one attempt was asked."""
+        if self.asked == 1:
+            return None
+        chosen = self.choice.chosen
+        return AttemptsReport(asked=self.asked, allowed=self.planned, slots=self.slots,
+                              chosen=summary(chosen, chosen),
+                              others=[summary(a, chosen) for a in self.choice.others],
+                              published=self.choice.published)
+
+
+def run(request: RunRequest) -> RunOutcome:
+    """Open the first workspace, plan the run in it (`NoTestCommand` when there are no
+    tests to judge by), hand the plan to `on_planned`, then run the attempts."""
+    host = request.workspace.open(0)
+    config = request.read_config(host)
+    plan = prepare(request.issue, host.work_tree, config, test_command=request.test_command,
+                   limits=request.limits, flags=request.flags, guidance=request.guidance,
+                   max_run_seconds=request.max_run_seconds)
+    shared = request.on_planned(plan, host)
+    return BestOf(request, plan, config, host, shared).run()
+
+
+class BestOf:
+    """The attempts of one run and what their threads share: the hosts and models each
+    used, the attempts finished, the results held back from the run record, and two
+    flags (one passed; one crashed, which stops the others at their next step)."""
+
+    def __init__(self, request: RunRequest, plan: RunPlan, config: RepoConfig,
+                 first_host: HostRepo, shared: EventOutput) -> None:
+        self.request, self.plan, self.config = request, plan, config
+        spec = request.best_of
+        self.asked = config.attempts_in_parallel if spec.asked is None else spec.asked
+        self.planned = min(self.asked, spec.allowed)
+        self.several = self.planned > 1
+        self.base_seed = first_seed(spec.seed) if self.several else spec.seed
+        self.shared = LockedOutput(shared)
+        self.passed, self.crashed = threading.Event(), threading.Event()
+        self.hosts: dict[int, HostRepo] = {0: first_host}
+        self.models: dict[int, str] = {}
+        self.finished: dict[int, Attempt] = {}
+        self.held: dict[int, RunFinished] = {}
+
+    def stopping(self) -> bool:
+        return self.crashed.is_set() or self.request.should_stop()
+
+    def seed(self, k: int) -> int | None:
+        return None if self.base_seed is None else (self.base_seed + k) % 2**31
+
+    def attempt(self, k: int) -> None:
+        """Attempt k, unless one passed first or the run ends; a crash is the run's."""
+        if k > 0 and (self.passed.is_set() or self.stopping()):
+            return
+        try:
+            result = self._execute(k)
+        except BaseException:
+            self.crashed.set()  # the others stop at their next step
+            raise
+        decision = decide(result, self.config)
+        self.finished[k] = Attempt(k, self.seed(k), result, decision)
+        if decision.action == "publish":
+            self.passed.set()
+
+    def _execute(self, k: int) -> SolveResult:
+        request = self.request
+        host = self.hosts[k] = self.hosts[0] if k == 0 else request.workspace.open(k)
+        model = request.model_for(self.seed(k))
+        self.models[k] = model.name
+        with Transcript(request.transcript_for(k)) as transcript:
+            transcript.emit(request.opening)
+            shared = HoldResult(self.shared, self.held, k) if self.several else self.shared
+            events = Outputs(transcript, shared)
+            if self.several:
+                events.emit(AttemptStarted(index=k, of=self.planned, seed=self.seed(k)))
+            return execute(self.plan, model, host, request.sandbox_backend, events,
+                           should_stop=self.stopping, package_index=request.package_index)
+
+    def run(self) -> RunOutcome:
+        """Every attempt, in turn or `slots` at once; then the choice, told to `shared`."""
+        slots = self.request.best_of.slots
+        if slots == 1 or not self.several:
+            for k in range(self.planned):
+                self.attempt(k)
+        else:
+            with ThreadPoolExecutor(max_workers=min(slots, self.planned),
+                                    thread_name_prefix="attempt") as pool:
+                try:
+                    for future in [pool.submit(self.attempt, k) for k in range(self.planned)]:
+                        future.result()
+                except BaseException:  # Celery's soft time limit lands in this thread
+                    self.crashed.set()
+                    raise
+        choice = choose([self.finished[k] for k in sorted(self.finished)])
+        if self.several:
+            self.shared.emit(self.held[choice.chosen.index])
+            self.shared.emit(AttemptsChosen(
+                chosen=choice.chosen.index, published=choice.published,
+                attempts=[vars(summary(self.finished[k], choice.chosen))
+                          for k in sorted(self.finished)]))
+        return RunOutcome(self.plan, self.config, choice, self.hosts, self.models,
+                          self.planned, self.asked, slots)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.github_api import GitHubApi
 from solver.hostgit import DEFAULT_MAX_DIFF_BYTES
+from solver.limits import PRESETS, Limits
 from solver.models.base import ModelClient
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from workers.repo_cache import RepoCache
@@ -37,11 +38,13 @@ class Runtime:
     public_url: str | None = None
     max_run_seconds: int = 2 * 3600
     max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES  # a bigger change is never published
-    context_tokens: int = 65_536  # the model's context (FROGNANO_N_CTX), a run's budget
+    # A run's budgets: the operator's preset (FROGNANO_LIMITS), its context the model's
+    # (FROGNANO_N_CTX, or cut to the model host's memory: solver/limits.py).
+    limits: Limits = PRESETS["evaluation"]
     status_interval: float = 10.0  # seconds between edits of the status comment
     run_store: RunStore | None = None  # run records for the dashboard and metrics
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
-    # Best-of-N (solver/attempts.py): how many attempts the model serves at once
+    # Best-of-N (solver/run.py): how many attempts the model serves at once
     # (FROGNANO_MODEL_SLOTS), the most a run may make (FROGNANO_MAX_PARALLEL_ATTEMPTS),
     # and the first attempt's seed (FROGNANO_SEED; None: drawn per run).
     model_slots: int = 1

@@ -17,14 +17,14 @@ from pathlib import Path
 from sandbox.base import Sandbox, SandboxError
 from sandbox.disk_quota import tree_bytes
 from sandbox.egress import describe_refusals
-from solver.agent.loop import LoopLimits, LoopState, run_agent
+from solver.agent.loop import LoopState, run_agent
 from solver.agent.prompts import (
     SYSTEM_PROMPT,
     baseline_unusable_message,
     task_message,
     verdict_feedback_message,
 )
-from solver.agent.result import SolveLimits, SolveResult
+from solver.agent.result import SolveResult
 from solver.agent.run_events import (
     BaselineDone,
     EventOutput,
@@ -37,6 +37,7 @@ from solver.agent.run_events import (
     TestsStarted,
 )
 from solver.hostgit import GitError, HostRepo, Snapshot
+from solver.limits import Limits
 from solver.models.base import ModelClient
 from solver.setup import venv_cache
 from solver.setup.project_files import Reader, bytes_reader
@@ -50,22 +51,22 @@ from solver.verdict.repo_tests import TestVerdict, compare_results
 from solver.verdict.verdict import Verdict
 from solver.verdict.verdict_run import Judgement, SandboxFactory, VerdictRunner
 
-__all__ = ["Harness", "RunPlan", "SolveLimits", "SolveResult", "baseline_problem", "solve"]
+__all__ = ["Harness", "Limits", "RunPlan", "SolveResult", "baseline_problem", "solve"]
 
 # Inner exits after which another attempt makes sense if the tests still fail.
 _RETRYABLE_EXITS = ("agent", "max_tokens_per_turn")
 # What a broken sandbox or host git raises while the harness runs the tests.
 _TEST_RUN_FAILURES = (SandboxError, GitError, OSError)
-_DEFAULT_LIMITS = SolveLimits()
+_DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What one run is asked to do (solver/run_path.py prepares it)."""
+    """What one run is asked to do (solver/run.py prepares it)."""
 
     issue: str
     test_command: str
-    limits: SolveLimits = field(default_factory=SolveLimits)
+    limits: Limits = field(default_factory=Limits)
     setup_command: str | None = None
     setup_note: str = ""  # how the setup command was chosen, when it was inferred
     guidance: str = ""  # a maintainer's words from `/frognano retry`
@@ -106,7 +107,7 @@ def baseline_problem(baseline: TestVerdict, setup_command: str | None = None,
 
 
 def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
-          events: EventOutput, *, repo: HostRepo, limits: SolveLimits = _DEFAULT_LIMITS,
+          events: EventOutput, *, repo: HostRepo, limits: Limits = _DEFAULT_LIMITS,
           setup_command: str | None = None, setup_note: str = "", guidance: str = "",
           should_stop: Callable[[], bool] = lambda: False,
           open_verdict_sandbox: SandboxFactory | None = None,
@@ -148,7 +149,7 @@ class Harness:
         self.events.emit(RunStarted(
             model=self.model.name, test_command=plan.test_command,
             setup_command=plan.setup_command, setup_note=plan.setup_note,
-            limits=limits.__dict__,
+            limits=limits.model_dump(),
             sampling=getattr(getattr(self.model, "sampling", None), "__dict__", None),
             seed=getattr(self.model, "seed", None), task=task))
 
@@ -240,13 +241,10 @@ class Harness:
     def _agent(self, attempt: int) -> str:
         limits = self.plan.limits
         self.agent_ran = True
-        loop_limits = LoopLimits(max_steps=limits.max_steps,
-                                 max_context_tokens=limits.max_context_tokens,
-                                 max_tokens_per_turn=limits.max_tokens_per_turn,
-                                 deadline=self.deadline)
         try:
-            return run_agent(self.model, self.sandbox, self.state, loop_limits, self.events,
-                             attempt=attempt, should_stop=self.should_stop)
+            return run_agent(self.model, self.sandbox, self.state, limits, self.events,
+                             attempt=attempt, deadline=self.deadline,
+                             should_stop=self.should_stop)
         except SandboxError as exc:  # the sandbox died outside a tool call
             self.state.last_error = str(exc)
             return "tool_error"

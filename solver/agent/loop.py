@@ -23,6 +23,7 @@ from solver.agent.run_events import (
     TurnStarted,
     TurnTokens,
 )
+from solver.limits import Limits
 from solver.models.base import (
     ContextOverflow,
     ModelClient,
@@ -40,15 +41,6 @@ ExitReason = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class LoopLimits:
-    max_steps: int = 100
-    max_context_tokens: int = 65_536
-    max_tokens_per_turn: int = 8_192
-    deadline: float | None = None  # a time.monotonic() instant
-    turn_timeout: float = 600.0
-
-
 @dataclass
 class LoopState:
     """What survives between the agent attempts of one run."""
@@ -63,16 +55,17 @@ class LoopState:
     last_answer: str = ""  # the newest non-empty assistant content
 
 
-def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: LoopLimits,
-              events: EventOutput, *, attempt: int = 0,
+def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Limits,
+              events: EventOutput, *, attempt: int = 0, deadline: float | None = None,
               should_stop: Callable[[], bool] = lambda: False) -> ExitReason:
-    """Run turns until the model stops calling tools or a limit is reached."""
+    """Run turns until the model stops calling tools or a limit is reached; `deadline` is a
+    time.monotonic() instant (the harness's, from `limits.max_seconds`)."""
     while True:
         if should_stop():
             return "cancelled"
         if state.steps >= limits.max_steps:
             return "max_turns"
-        remaining = None if limits.deadline is None else limits.deadline - time.monotonic()
+        remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             return "max_time"
         step = state.steps + 1

@@ -1,4 +1,4 @@
-"""What a solve is given as budgets and what it hands back (the harness and its outputs)."""
+"""What a solve hands back (the harness and its outputs); its budgets are solver/limits.py's."""
 
 from __future__ import annotations
 
@@ -9,17 +9,6 @@ from solver.hostgit import Snapshot
 from solver.models.base import Usage
 from solver.verdict.repo_tests import TestChange, TestVerdict
 from solver.verdict.verdict import Verdict
-
-
-@dataclass(frozen=True)
-class SolveLimits:
-    max_steps: int = 100
-    max_attempts: int = 3
-    max_seconds: float = 3600.0
-    max_context_tokens: int = 65_536
-    max_tokens_per_turn: int = 8_192
-    test_timeout: float = 900.0
-    setup_timeout: float = 1200.0
 
 
 @dataclass

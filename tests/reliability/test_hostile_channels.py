@@ -22,7 +22,7 @@ import pytest
 
 from sandbox import SandboxConfig, SandboxLimits, disk_quota, open_sandbox, trees
 from sandbox.base import SandboxError
-from solver.agent.harness import SolveLimits, SolveResult, solve
+from solver.agent.harness import Limits, SolveResult, solve
 from solver.agent.transcript import Transcript
 from solver.hostgit import HostRepo
 from solver.models.scripted import ScriptedModel, final_answer, think_and_call
@@ -84,7 +84,7 @@ def solve_hostile(root: Path, calc_source: str, *, setup: str | None = None,
     with open_sandbox("bubblewrap", config) as sandbox:
         return solve(ScriptedModel(steps), sandbox, "add() is broken", PYTEST_COMMAND, out,
                      repo=host, setup_command=setup,
-                     limits=SolveLimits(max_steps=len(steps) + 2, max_attempts=1))
+                     limits=Limits(max_steps=len(steps) + 2, max_attempts=1))
 
 
 def refusals(result: SolveResult) -> list[str]:

@@ -31,7 +31,7 @@ import pytest
 from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.disk_quota import tree_bytes
 from sandbox.trees import remove_tree
-from solver.agent.harness import SolveLimits, SolveResult, solve
+from solver.agent.harness import Limits, SolveResult, solve
 from solver.agent.transcript import Transcript
 from solver.hostgit import HostRepo
 from solver.models.scripted import ScriptedModel, final_answer, think_and_call
@@ -61,7 +61,7 @@ def _solve(root: Path, transcript: Path, steps: list[str], setup: str | None = N
     with open_sandbox("bubblewrap", config) as sandbox, Transcript(transcript) as out:
         result = solve(ScriptedModel(steps), sandbox, "add() is broken", PYTEST_COMMAND, out,
                        repo=host, setup_command=setup,
-                       limits=SolveLimits(max_steps=4, max_attempts=1))
+                       limits=Limits(max_steps=4, max_attempts=1))
     return result, root / "run"
 
 

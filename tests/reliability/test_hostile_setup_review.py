@@ -211,7 +211,7 @@ def test_links_a_setup_leaves_are_replaced_never_followed(
     from solver.agent.transcript import Transcript
     from solver.policy import bot_identity, branch_for
     from solver.repo_config import parse_repo_config
-    from solver.run_path import OwnCommits, execute, open_workspace, prepare
+    from solver.run import OwnCommits, execute, open_workspace, prepare
 
     record = scorecard("6ze-hostile-setup-links",
                        "Hostile issue: the setup phase links `pkg` and `.git` to a host "

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.agent.harness import SolveLimits, solve
+from solver.agent.harness import Limits, solve
 from solver.agent.transcript import Transcript
 from solver.models.scripted import ScriptedModel, think_and_call
 from tests.reliability.conftest import Recorder
@@ -72,7 +72,7 @@ def test_model_garbage_ends_with_a_named_reason(kind: str, tmp_path: Path,
     with running_sandbox("bubblewrap") as sandbox, Transcript(path) as transcript:
         result = solve(ScriptedModel([GARBAGE[kind]] * 3), sandbox, "Fix it.",
                        "test -f FIXED", transcript, repo=host_repo(sandbox),
-                       limits=SolveLimits(max_steps=3, max_attempts=1, max_seconds=60))
+                       limits=Limits(max_steps=3, max_attempts=1, max_seconds=60))
         ran_file = sandbox.config.workspace / "RAN"  # type: ignore[attr-defined]
         ran = len(ran_file.read_text().splitlines()) if ran_file.exists() else 0
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

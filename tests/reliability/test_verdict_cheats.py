@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxConfig, open_sandbox
-from solver.agent.harness import SolveLimits, SolveResult, solve
+from solver.agent.harness import Limits, SolveResult, solve
 from solver.agent.transcript import Transcript
 from solver.hostgit import HostRepo
 from solver.models.scripted import ScriptedModel, final_answer, think_and_call
@@ -256,7 +256,7 @@ def run(checkout: Checkout, script: list[object], *, attempts: int = 1,
             Transcript(run_dir / "transcript.jsonl") as transcript:
         result = solve(ScriptedModel(script), sandbox, "Fix the failing behaviour.",
                        PYTEST_COMMAND, transcript, repo=host, setup_command=setup,
-                       limits=SolveLimits(max_steps=6, max_attempts=attempts,
+                       limits=Limits(max_steps=6, max_attempts=attempts,
                                           test_timeout=test_timeout))
     shutil.rmtree(run_dir, ignore_errors=True)
     return result

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.run_path import OwnCommits, open_workspace, setup_inputs
+from solver.policy import setup_inputs
+from solver.run import OwnCommits, open_workspace
 from tests.conftest import git, make_repo
 
 BOT = "bot@example.com"

@@ -13,7 +13,7 @@ from solver.local_solve import (
     slugify,
     unique_branch,
 )
-from solver.run_path import open_workspace
+from solver.run import open_workspace
 from tests.conftest import git, make_repo
 
 

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from solver.limits import PRESETS
 from solver.repo_config import RepoConfig, RepoConfigError, parse_repo_config
 
 
 @pytest.mark.parametrize("text", [None, "", "   \n", "# only a comment\n"])
 def test_missing_or_empty_file_gives_defaults(text: str | None) -> None:
     assert parse_repo_config(text) == RepoConfig()
-    assert RepoConfig().max_steps == 100 and RepoConfig().test is None
+    # Unset budgets are the operator's preset's (solver/limits.py): the evaluated
+    # configuration's 150 steps, or Leaf's agent default of 100.
+    assert RepoConfig().max_steps is None and RepoConfig().test is None
+    assert RepoConfig().limits_over(PRESETS["evaluation"]).max_steps == 150
+    assert RepoConfig().limits_over(PRESETS["agent"]).max_steps == 100
 
 
 def test_valid_settings() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from sandbox import SandboxConfig, open_sandbox
 from sandbox.base import Sandbox
-from solver.agent.harness import SolveLimits, SolveResult, solve
+from solver.agent.harness import Limits, SolveResult, solve
 from solver.agent.prompts import SYSTEM_PROMPT
 from solver.agent.transcript import Transcript, read_transcript
 from solver.hostgit import HostRepo
@@ -46,7 +46,7 @@ def run(script: list[Any], tmp_path: Path, **limits: Any) -> tuple[SolveResult, 
     path = tmp_path / "t.jsonl"
     with calc_sandbox() as (sandbox, _, host), Transcript(path) as transcript:
         result = solve(model, sandbox, "add() is broken", PYTEST_COMMAND, transcript,
-                       repo=host, limits=SolveLimits(**limits))
+                       repo=host, limits=Limits(**limits))
     records = read_transcript(path)
     assert records[-1]["kind"] == "result"
     assert records[-1]["exit_reason"] == result.exit_reason
@@ -176,7 +176,7 @@ def test_sandbox_that_cannot_come_back_ends_with_tool_error(tmp_path: Path) -> N
 
         result = solve(ScriptedModel([kill_runner, break_the_host]), sandbox, "x",
                        PYTEST_COMMAND, transcript, repo=host,
-                       limits=SolveLimits(test_timeout=10))
+                       limits=Limits(test_timeout=10))
     assert result.exit_reason == "tool_error"
     assert "sandbox" in result.error.lower()
 

@@ -1,19 +1,35 @@
-"""The shared run path (solver/run_path.py): the decision as data, the plan from config
-and flags, and the runner's own word on whether a tool call failed."""
+"""The run (solver/run.py): the decision as data, the plan from config and flags, a
+crashed attempt ending the run, and the runner's own word on whether a tool call failed."""
 
 from __future__ import annotations
 
+import json
+import threading
 from pathlib import Path
 
 import pytest
 
 from sandbox import SandboxConfig, open_sandbox
-from solver.agent.result import SolveLimits, SolveResult
-from solver.hostgit import Snapshot
-from solver.models.base import Usage
+from solver.agent.result import SolveResult
+from solver.agent.run_events import Triggered
+from solver.hostgit import GitError, HostRepo, Snapshot
+from solver.limits import Limits
+from solver.models.base import ModelClient, Usage
+from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from solver.repo_config import parse_repo_config
-from solver.run_path import NO_CHANGE, NoTestCommand, Overrides, decide, prepare
-from tests.support.sandbox_support import BACKENDS, reachable_dir
+from solver.run import (
+    NO_CHANGE,
+    BestOfN,
+    NoTestCommand,
+    RunRequest,
+    Workspace,
+    decide,
+    prepare,
+    run,
+)
+from tests.conftest import make_repo
+from tests.reliability.stack import FIX_CALC
+from tests.support.sandbox_support import BACKENDS, HAVE_BWRAP, reachable_dir
 
 
 def result(*, passed: bool = True, paths: list[str] | None = None, too_large: bool = False,
@@ -69,12 +85,13 @@ def test_prepare_takes_flags_over_config_over_detection(tmp_path: Path) -> None:
     (tmp_path / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
     config = parse_repo_config("test: make check\nmax_steps: 7\ntimeout_minutes: 30\n"
                                "setup: make deps\n")
-    plan = prepare("fix it", tmp_path, config, max_run_seconds=600, context_tokens=4096)
+    plan = prepare("fix it", tmp_path, config, max_run_seconds=600,
+                   limits=Limits(max_context_tokens=4096))
     assert plan.test_command == "make check" and plan.setup_command == "make deps"
-    assert plan.limits == SolveLimits(max_steps=7, max_attempts=3, max_seconds=600,
-                                      max_context_tokens=4096, test_timeout=900)
-    flags = Overrides(test_command="pytest -x", max_steps=3, timeout_minutes=5)
-    plan = prepare("fix it", tmp_path, config, overrides=flags)
+    assert plan.limits == Limits(max_steps=7, max_attempts=3, max_seconds=600,
+                                 max_context_tokens=4096, test_timeout=900)
+    flags = Limits(max_steps=3, max_seconds=5 * 60)  # --max-steps 3 --timeout-minutes 5
+    plan = prepare("fix it", tmp_path, config, test_command="pytest -x", flags=flags)
     assert plan.test_command == "pytest -x" and plan.limits.max_steps == 3
     assert plan.limits.max_seconds == 300
     detected = prepare("fix it", tmp_path, DEFAULT, guidance="keep it short")
@@ -86,6 +103,37 @@ def test_prepare_without_any_test_command(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("docs only\n")
     with pytest.raises(NoTestCommand):
         prepare("fix it", tmp_path, DEFAULT)
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
+def test_a_crashed_attempt_stops_the_others_and_is_the_runs(tmp_path: Path) -> None:
+    """Attempt 2's workspace cannot be made (the mirror is gone): the run fails with that
+    error, as a single run would, and attempt 1, running beside it in a real sandbox,
+    stops at its next step instead of running on unobserved."""
+    source = make_repo(tmp_path / "calc", template="calc_repo")
+    started = threading.Event()
+
+    class MirrorGone(Workspace):
+        def open(self, attempt: int) -> HostRepo:
+            if attempt == 0:
+                return super().open(attempt)
+            started.wait(60)  # attempt 1 is under way first
+            raise GitError("the mirror is gone")
+
+    def model_for(seed: int | None) -> ModelClient:
+        step = think_and_call("Look.", "Bash", command="sleep 2")
+        return ScriptedModel([lambda _: (started.set(), step)[1], FIX_CALC,
+                              final_answer("Fixed.")], seed=seed)
+
+    with reachable_dir() as root, pytest.raises(GitError, match="the mirror is gone"):
+        run(RunRequest(issue="add() subtracts", config=DEFAULT, model_for=model_for,
+                       workspace=MirrorGone(source=source, run_dir=root / "run"),
+                       transcript_for=lambda k: tmp_path / f"{k}.jsonl",
+                       opening=Triggered(trigger={}, generation=1),
+                       best_of=BestOfN(asked=2, allowed=2, slots=2)))
+    first = [json.loads(line) for line in (tmp_path / "0.jsonl").read_text().splitlines()]
+    result = next(r for r in first if r["kind"] == "result")
+    assert result["exit_reason"] == "cancelled" and "return a + b" not in result["diff"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1,6 +1,7 @@
-"""Best of N as data: which attempt `choose` takes, how lines are counted on a real git
-diff, what the PR body says, how `attempts_in_parallel` and the operator's settings are
-read, and the scripted model's one script per seed. The whole path runs end to end in
+"""Best of N as data (solver/best_of.py): which attempt `choose` takes, how lines are
+counted on a real git diff, what the PR body says, how `attempts_in_parallel` and the
+operator's settings are read, and the scripted model's one script per seed. A crashed
+attempt is in tests/unit/solver/test_run.py; the whole path runs end to end in
 tests/e2e/test_attempts.py."""
 
 from __future__ import annotations
@@ -16,27 +17,23 @@ from bot.github_client import GitHubAppClient
 from bot.messages import RunReport, failure_comment, pr_body
 from bot.settings import BotSettings
 from solver.agent.result import SolveResult
-from solver.agent.run_events import Outputs, Triggered, TurnStarted
-from solver.attempts import (
+from solver.agent.run_events import TurnStarted
+from solver.best_of import (
     Attempt,
     AttemptEnded,
     AttemptStarted,
     changed_lines,
     choose,
-    run_attempts,
     summary,
 )
-from solver.hostgit import GitError, HostRepo, Snapshot
+from solver.hostgit import Snapshot
 from solver.models import ModelSpecError, build_model
-from solver.models.base import ModelClient, Sampling, Usage
-from solver.models.scripted import ScriptedModel, final_answer, think_and_call
+from solver.models.base import Sampling, Usage
 from solver.repo_config import RepoConfigError, parse_repo_config
 from solver.report import AttemptLine, AttemptsReport
-from solver.run_path import decide, open_workspace, prepare
-from tests.conftest import git, make_repo
-from tests.reliability.stack import FIX_CALC
+from solver.run import decide
+from tests.conftest import git
 from tests.support.fake_github.server import FakeGitHub
-from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 from workers.status import StatusComment, StatusProgress
 
 DEFAULT = parse_repo_config(None)
@@ -215,37 +212,6 @@ def test_the_dashboard_shows_which_attempt_won() -> None:
     assert "&lt;b&gt;x" in html and "<b>x" not in html
 
 
-@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
-def test_a_crashed_attempt_stops_the_others_and_is_the_runs(tmp_path: Path) -> None:
-    """Attempt 2's workspace cannot be made (the mirror is gone): the run fails with that
-    error, as a single run would, and attempt 1, running beside it in a real sandbox,
-    stops at its next step instead of running on unobserved."""
-    source = make_repo(tmp_path / "calc", template="calc_repo")
-    with reachable_dir() as root:
-        host = open_workspace(source, None, root / "run")
-        plan = prepare("add() subtracts", host.work_tree, DEFAULT)
-        started = threading.Event()
-
-        def open_host(k: int) -> HostRepo:
-            started.wait(60)  # attempt 1 is under way first
-            raise GitError("the mirror is gone")
-
-        def model_for(seed: int | None) -> ModelClient:
-            step = think_and_call("Look.", "Bash", command="sleep 2")
-            return ScriptedModel([lambda _: (started.set(), step)[1], FIX_CALC,
-                                  final_answer("Fixed.")], seed=seed)
-
-        with pytest.raises(GitError, match="the mirror is gone"):
-            run_attempts(plan=plan, config=DEFAULT, first_host=host, open_host=open_host,
-                         model_for=model_for, transcript_for=lambda k: tmp_path / f"{k}.jsonl",
-                         shared=Outputs(), opening=Triggered(trigger={}, generation=1),
-                         sandbox_backend="bubblewrap", should_stop=lambda: False,
-                         asked=2, max_attempts=2, slots=2)
-    first = [json.loads(line) for line in (tmp_path / "0.jsonl").read_text().splitlines()]
-    result = next(r for r in first if r["kind"] == "result")
-    assert result["exit_reason"] == "cancelled" and "return a + b" not in result["diff"]
-
-
 def test_the_status_follows_each_attempt_by_its_thread(fake_github: FakeGitHub) -> None:
     """Attempts in turn on one thread, then two at once on their own threads: each one's
     step is its own (the events do not name their attempt; the thread does), an ended one
@@ -275,7 +241,7 @@ def test_the_status_follows_each_attempt_by_its_thread(fake_github: FakeGitHub) 
     lock, turns = threading.Lock(), threading.Barrier(2)
 
     def attempt(index: int, steps: int) -> None:
-        with lock:  # run_attempts hands events over one at a time
+        with lock:  # solver.run hands events over one at a time
             progress.emit(AttemptStarted(index=index, of=3, seed=index))
         turns.wait()  # both have started before either takes a step
         for step in range(1, steps + 1):
