@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from solver.limits import EVALUATION_CONTEXT
 from solver.models.base import ModelLoadError, ModelQueryError
 from solver.models.gguf_file import check_gguf_file, read_gguf_info
 
@@ -42,7 +43,8 @@ class LlamaSettings:
     segfaults on the first generation (llama.cpp #20824; docs/BENCHMARKS.md).
     """
 
-    n_ctx: int = 65536
+    # The composition root passes the context it chose (frognano/model_host.py).
+    n_ctx: int = EVALUATION_CONTEXT
     n_gpu_layers: int = -1
     n_threads: int | None = None
     n_batch: int = 512

@@ -1,4 +1,4 @@
-"""Best of N end to end (solver/attempts.py): signed webhooks into the real receiver, a
+"""Best of N end to end (solver/run.py): signed webhooks into the real receiver, a
 real redis-server, real Celery workers, real bubblewrap and git, the OpenAPI-checked fake
 GitHub, and a scripted model holding one script per seed (FROGNANO_SEED=0: attempt k
 replays script k).
@@ -49,7 +49,8 @@ SCRIPTS = [
      final_answer("Fixed `add` and wrote notes.")],  # seed 1: passes, 21+ lines in 2 files
     [WAIT, FIX_CALC, final_answer("Fixed `add`.")],  # seed 2: passes, 2 lines in 1 file
 ]
-CONFIG = {".github/frognano.yml": "attempts_in_parallel: 3\nmax_attempts: 1\n"}
+# max_steps as Leaf's agent default, which the status lines below count against.
+CONFIG = {".github/frognano.yml": "attempts_in_parallel: 3\nmax_attempts: 1\nmax_steps: 100\n"}
 
 
 def stack_with(tmp: Path, slots: int) -> Iterator[Stack]:

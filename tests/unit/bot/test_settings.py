@@ -188,7 +188,7 @@ def test_solve_and_the_worker_share_the_work_dir(clean_env: pytest.MonkeyPatch,
     assert solve.work_dir == worker.work_dir == Path(f"/var/tmp/frognano-{os.getuid()}")
     assert solve.state_dir / "transcripts" == worker.transcripts_dir
     assert solve.max_diff_bytes == worker.max_diff_bytes
-    assert worker.context_tokens == settings.n_ctx
+    assert worker.limits.max_context_tokens == solve.n_ctx  # one context choice
     worker.run_store.close()
 
 

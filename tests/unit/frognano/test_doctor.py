@@ -50,6 +50,7 @@ def test_a_configured_host_passes_every_check(tmp_path: Path, tiny_qwen35_gguf: 
     assert checks["redis"].status == "ok" and "answers" in checks["redis"].detail
     assert checks["chat template"].status == "ok"
     assert checks["bubblewrap"].status == "ok"
+    assert checks["context"].status == "ok" and "tokens" in checks["context"].detail
     limits = [c.detail for c in all_checks(settings) if c.name == "sandbox limits"]
     assert any(line.startswith("per process only") for line in limits)
     assert any("memory" in line and line.startswith("whole sandbox") for line in limits)
@@ -121,3 +122,55 @@ def test_the_package_index_is_checked_through_the_setup_path(
     assert [(c.name, c.status) for c in failed] == [("package index", "fail")]
     assert "401" in failed[0].detail and "FROGNANO_PIP_INDEX_URL" in failed[0].fix
     assert "wrong-token" not in failed[0].line()
+
+
+def _smi(where: Path, listing: str) -> dict[str, str]:
+    """An environment whose PATH has a fake `nvidia-smi` (the GPU is the process edge)."""
+    where.mkdir(parents=True, exist_ok=True)
+    smi = where / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{listing}'\n")
+    smi.chmod(0o755)
+    return {"PATH": f"{where}{os.pathsep}/usr/bin:/bin"}
+
+
+def test_the_context_is_cut_to_what_the_gpu_holds_and_doctor_says_why(tmp_path: Path
+                                                                      ) -> None:
+    """FrogNano's weights (2.9 GB, a sparse file of that size) on a 6 GiB GPU leave room
+    for 65,536 tokens of cache, not the evaluated 131,072; an H200 holds them. Doctor's
+    context line names the choice, the memory and the GPU; the worker builds with it."""
+    from frognano.doctor import check_context
+    from frognano.model_host import run_context
+
+    model = tmp_path / "FrogNano-4B-Q4_K_M.gguf"
+    with model.open("wb") as f:
+        f.truncate(2_900_000_000)
+    settings = _settings(tmp_path, FROGNANO_MODEL=str(model))
+    small = _smi(tmp_path / "small", "0, GPU-aaa, Small GPU, 6144\\n")
+    out = io.StringIO()
+    report([check_context(settings, small)], out)
+    line = out.getvalue().splitlines()[0]
+    assert line.startswith("ok    context          65,536 tokens, cut from 131,072: "
+                           "131,072 tokens need 4.0 GiB of KV cache (f16) per model"), line
+    assert "GPU 0 (Small GPU, 6,144 MiB)" in line
+    big = _smi(tmp_path / "big", "0, GPU-bbb, NVIDIA H200, 143771\\n")
+    assert check_context(settings, big).detail.startswith("131,072 tokens: ")
+    # Two run workers per GPU each hold the weights: less cache each, a smaller context.
+    two = _settings(tmp_path, FROGNANO_MODEL=str(model), FROGNANO_RUN_WORKERS_PER_GPU=2)
+    assert run_context(two, _smi(tmp_path / "eight", "0, GPU-c, L4, 8192\\n"),
+                       copies=2).tokens == 16_384
+    # No GPU: the host's memory; a setting that names a context is kept as it is.
+    cpu = run_context(settings, {"PATH": "/nonexistent"}, copies=1, memory_bytes=4 * 2**30)
+    assert cpu.tokens == 16_384 and "this host's memory (4.0 GiB, no GPU)" in cpu.reason
+    named = _settings(tmp_path, FROGNANO_MODEL=str(model), FROGNANO_N_CTX=131072)
+    assert check_context(named, small).detail == "131,072 tokens, as FROGNANO_N_CTX sets"
+    agent = _settings(tmp_path, FROGNANO_MODEL=str(model), FROGNANO_LIMITS="agent")
+    assert check_context(agent, small).detail.startswith("65,536 tokens: ")
+
+
+def test_a_model_server_keeps_the_evaluated_context(tmp_path: Path) -> None:
+    from frognano.doctor import check_context
+
+    server = _settings(tmp_path, FROGNANO_MODEL="http://127.0.0.1:8080")
+    check = check_context(server, os.environ)
+    assert check.status == "ok" and check.detail.startswith("131,072 tokens (the evaluated "
+                                                            "context)")

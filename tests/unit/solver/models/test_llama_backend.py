@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import re
 import subprocess
 from collections import Counter
@@ -506,7 +507,12 @@ def test_the_worker_runs_the_model_with_the_llama_environment(
     assert turn.usage.completion_tokens >= 1
 
     defaults = worker_model(monkeypatch, tmp_path, tiny_qwen35_gguf).resident.llm
-    assert defaults.n_ctx() == 65536
+    # Unset, the evaluated context cut to what this host holds (frognano/model_host.py).
+    from bot.settings import BotSettings
+    from frognano.model_host import run_context
+
+    chosen = run_context(BotSettings(), os.environ, copies=1).tokens
+    assert defaults.n_ctx() == chosen and chosen in (131072, 65536, 32768, 16384, 8192)
     assert defaults.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
     assert defaults.context_params.type_k == llama_cpp.GGML_TYPE_F16
     assert (defaults.context_params.n_batch, defaults.context_params.n_ubatch) == (512, 512)
