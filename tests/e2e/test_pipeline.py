@@ -4,6 +4,7 @@ pushes into the local fake GitHub (OpenAPI-checked), and the scripted model."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -85,7 +86,7 @@ def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,
     pull = pulls[0]
     assert pull.draft and pull.head == "frognano/issue-1" and pull.base == "main"
     assert pull.title == "[FrogNano] add() subtracts"
-    assert pull.body.startswith("Fixes #1\n") and "Needs human review" in pull.body
+    assert pull.body.startswith("Fixes #1: ") and "Needs human review" in pull.body
     assert "tests/test_calc.py::test_add: failed → passed" in pull.body
     assert "https://frognano.example/runs/octo/calc/1/1" in pull.body
     wait_for(lambda: pull.requested_reviewers == [MAINTAINER], message="a review request")
@@ -110,6 +111,8 @@ def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,
     assert git(clone, "log", "-1", "--format=%s").strip() == "add() subtracts [skip ci]"
     assert "**CI and secrets:**" in pull.body
     assert "> Fixed \\`add\\` to return the sum\\." in pull.body  # quoted, inert
+    reads_in_the_reviewers_order(pull.body)
+    reproduce_as_printed(pull.body, stack.fake.repo(OWNER, "calc").bare_path, tmp_path)
 
     # The token appears nowhere: not in the sandbox's view, the transcript, the PR,
     # the comments or the pushed commit.
@@ -125,6 +128,43 @@ def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,
         for text in texts:
             assert token not in text
     assert stack.fake.private_key_pem.splitlines()[1] not in transcript
+
+
+def reads_in_the_reviewers_order(body: str) -> None:
+    """Issue 22 §4: what changed and why, the verdict, how to reproduce, the cautions,
+    the run; `Fixes #1` first, with the issue's title."""
+    first = body.splitlines()[0]
+    assert first.startswith("Fixes #1: ") and "subtracts" in first, first
+    sections = [line for line in body.splitlines() if line.startswith("## ")]
+    assert sections == ["## What changed", "## Tests", "## Reproduce", "## Cautions",
+                        "## Run", "## Review checklist"], sections
+    changed = body.split("## What changed")[1].split("## Tests")[0]
+    assert "**1 file, +1 −1**" in changed and "- `calc.py` (+1 −1)" in changed, changed
+
+
+def reproduce_as_printed(body: str, bare: Path, tmp_path: Path) -> None:
+    """The body's reproduce commands, run as printed in a clone of the default branch
+    (its remote `origin` the fake GitHub's git): the tests fail there, and after the
+    printed fetch and checkout the printed test command passes on the pushed branch."""
+    markdown_it = pytest.importorskip("markdown_it")
+    [commands] = [t.content for t in markdown_it.MarkdownIt("commonmark").parse(
+        body.split("## Reproduce")[1]) if t.type == "fence" and t.info == "sh"][:1]
+    *checkout, test_command = commands.strip().splitlines()
+    assert checkout == ["git fetch origin frognano/issue-1", "git checkout --detach FETCH_HEAD"]
+    clone = tmp_path / "reproduce"
+    git(tmp_path, "clone", "-q", str(bare), str(clone))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+    def sh(line: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True,
+                              text=True, timeout=120)
+    assert sh(test_command).returncode != 0, "the default branch fails the test command"
+    for line in checkout:
+        done = sh(line)
+        assert done.returncode == 0, (line, done.stderr)
+    ran = sh(test_command)
+    assert ran.returncode == 0, ran.stdout[-2000:]
+    assert "PASSED tests/test_calc.py::test_add" in ran.stdout, ran.stdout[-2000:]
 
 
 def test_retry_from_a_writer_updates_the_same_pr(stack: Stack) -> None:
