@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class AttemptLine:
-    """How one of several attempts at an issue ended (solver/attempts.py)."""
+    """How one of several attempts at an issue ended (solver/best_of.py)."""
 
     number: int  # 1-based
     seed: int | None
