@@ -5,6 +5,7 @@ pushes into the local fake GitHub (OpenAPI-checked), and the scripted model."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -469,7 +470,15 @@ def test_a_failing_review_run_replies_with_the_reason_and_leaves_the_branch(
     failure = wait_for(lambda: [c.body for c in stack.fake.comments(
         OWNER, "calc-review-fails", pull.number) if "did not" in c.body],
         message="the failure reply on the PR")[0]
-    assert "test_add" in failure or "failed" in failure
+    # Issue 22 §4: what happened in words (the exit code kept in brackets), what the model
+    # changed, which tests still fail, and the run's page and transcript.
+    headline = failure.splitlines()[0]
+    assert re.fullmatch(r"🐸 \*\*FrogNano\*\* did not open a pull request: [a-z][^`]+ "
+                        r"\(`[a-z_]+`\)\.", headline), headline
+    assert "- The model changed 1 file, " in failure and "`calc.py`" in failure, failure
+    assert "- Still failing (1): `tests/test_calc.py::test_add`." in failure, failure
+    page = "https://frognano.example/runs/octo/calc-review-fails/1/2"
+    assert f"[the run's page]({page}) and its [transcript]({page}#events)" in failure
     time.sleep(1.0)
     assert stack.fake.branch_sha(OWNER, "calc-review-fails", "frognano/issue-1") == before
     assert stack.fake.pulls(OWNER, "calc-review-fails")[0].body == body_before
