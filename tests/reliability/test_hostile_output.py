@@ -134,8 +134,14 @@ def test_test_output_cannot_break_out_of_the_failure_comment(stack: Stack,
         OWNER, "calc-loud", 1) if "did not open a pull request" in c.body), None),
         timeout=120, message="the failure comment")
     fences = [t for t in tokens(comment) if t.type == "fence"]
-    record.observed = {"fences": len(fences), "live": sorted(live(comment)),
+    found = live(comment)
+    # The run's page and its transcript (issue 22 §4), the bot's own links.
+    page = f"https://frognano.example/runs/{OWNER}/calc-loud/1/1"
+    own_links = found.pop("link_open", None) == [str({"href": url})
+                                                 for url in (page, f"{page}#events")]
+    record.observed = {"fences": len(fences), "live": sorted(found),
+                       "run links, the bot's own": own_links,
                        "output in the fence": bool(fences) and "````" in fences[0].content}
     assert len(fences) == 1 and "````" in fences[0].content
     assert f"@{ZWSP}octocat" in fences[0].content
-    assert live(comment) == {}
+    assert own_links and found == {}
