@@ -22,6 +22,45 @@ def _parser() -> argparse.ArgumentParser:
                                      description="Issues to draft pull requests with FrogNano.")
     commands = parser.add_subparsers(dest="command", required=True)
 
+    _add_solve_parser(commands)
+
+    from frognano.model_command import add_model_parser
+
+    add_model_parser(commands)
+
+    up = commands.add_parser("up", help="run the whole bot on this host: receiver, workers, "
+                                        "and a private Redis unless FROGNANO_REDIS_URL is set")
+    _add_receiver_flags(up)
+    # `--workers` is the older spelling; it always meant this.
+    up.add_argument("--workers-per-gpu", "--workers", dest="workers_per_gpu", type=int,
+                    help="run workers per GPU, each pinned to it with its own model; without "
+                         "a GPU this many in all (default 1, $FROGNANO_RUN_WORKERS_PER_GPU)")
+
+    _add_receiver_flags(commands.add_parser("serve", help="run the webhook receiver"))
+
+    app = commands.add_parser("app", help="the GitHub App")
+    app_commands = app.add_subparsers(dest="app_command", required=True)
+    manifest = app_commands.add_parser("manifest", help="print the GitHub App manifest (JSON)")
+    manifest.add_argument("--url",
+                          help="the receiver's public URL (default: $FROGNANO_PUBLIC_URL)")
+    manifest.add_argument("--org", help="the organisation that will own the App")
+
+    commands.add_parser("doctor", help="check everything the bot needs, one line each, "
+                                       "with the fix")
+
+    worker = commands.add_parser("worker", help="run a Celery worker")
+    worker.add_argument("--control", action="store_true",
+                        help="take the fast accept tasks instead of runs")
+    worker.add_argument("--concurrency", type=int,
+                        help="parallel tasks (default: $FROGNANO_RUN_WORKERS_PER_GPU runs, "
+                             "each its own model on this worker's GPU; or 8 accept tasks)")
+    return parser
+
+
+def _add_solve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
+                      ) -> None:
+    """`solve`'s flags; each defaults to None: unset, the setting applies (bot/settings.py,
+    read in main)."""
     solve = commands.add_parser("solve", help="solve an issue in a local git repository")
     solve.add_argument("path", type=Path, help="the local git repository")
     issue = solve.add_mutually_exclusive_group(required=True)
@@ -74,38 +113,6 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--chat-template", type=Path, metavar="FILE",
                        help="Jinja chat template for a GGUF that carries none "
                             "($FROGNANO_CHAT_TEMPLATE)")
-
-    from frognano.model_command import add_model_parser
-
-    add_model_parser(commands)
-
-    up = commands.add_parser("up", help="run the whole bot on this host: receiver, workers, "
-                                        "and a private Redis unless FROGNANO_REDIS_URL is set")
-    _add_receiver_flags(up)
-    # `--workers` is the older spelling; it always meant this.
-    up.add_argument("--workers-per-gpu", "--workers", dest="workers_per_gpu", type=int,
-                    help="run workers per GPU, each pinned to it with its own model; without "
-                         "a GPU this many in all (default 1, $FROGNANO_RUN_WORKERS_PER_GPU)")
-
-    _add_receiver_flags(commands.add_parser("serve", help="run the webhook receiver"))
-
-    app = commands.add_parser("app", help="the GitHub App")
-    app_commands = app.add_subparsers(dest="app_command", required=True)
-    manifest = app_commands.add_parser("manifest", help="print the GitHub App manifest (JSON)")
-    manifest.add_argument("--url",
-                          help="the receiver's public URL (default: $FROGNANO_PUBLIC_URL)")
-    manifest.add_argument("--org", help="the organisation that will own the App")
-
-    commands.add_parser("doctor", help="check everything the bot needs, one line each, "
-                                       "with the fix")
-
-    worker = commands.add_parser("worker", help="run a Celery worker")
-    worker.add_argument("--control", action="store_true",
-                        help="take the fast accept tasks instead of runs")
-    worker.add_argument("--concurrency", type=int,
-                        help="parallel tasks (default: $FROGNANO_RUN_WORKERS_PER_GPU runs, "
-                             "each its own model on this worker's GPU; or 8 accept tasks)")
-    return parser
 
 
 def _add_receiver_flags(command: argparse.ArgumentParser) -> None:
