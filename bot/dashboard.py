@@ -155,7 +155,7 @@ async def run_page(dashboard: Viewer, run_id: int) -> Response:
     events = await run_in_threadpool(_events, dashboard.store, run, 0)
     result = next((record for _, record in reversed(events)
                    if record.get("kind") == "result"), None)
-    steps = model_steps(events) if _failed(run, result) else []
+    steps = model_steps(events) if _failed(run, result) else None
     return _page(dashboard, "run.html", run=run, events=events, result=result,
                  read_first=read_first(events), steps=steps,
                  next_seq=events[-1][0] if events else 0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import os
+import re
 import shutil
 import socket
 import threading
@@ -30,6 +31,7 @@ from solver.agent.run_events import (
     Observation,
     Outputs,
     RunFinished,
+    RunStarted,
     TestsJudged,
 )
 from solver.agent.transcript import Transcript
@@ -37,6 +39,7 @@ from solver.models.base import Usage
 from solver.verdict.change_flags import ChangeFlag
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import Verdict
+from tests.support.chromium import keep_screenshot
 from tests.support.redis_server import RedisServer
 from tests.support.run_events import finished, ran_tests, started, turn
 from workers.run_recording import RunRecorder
@@ -454,3 +457,136 @@ def test_read_this_first_in_chromium(served: str, browser: Any, store: RunStore,
         target = Path(os.environ["FROGNANO_SCREENSHOT_DIR"])
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy(screenshot, target / "read-first.png")
+
+
+# --- issue 22 §4: the run list's titles, a failed run's steps, the baseline folded ---------
+
+# An issue title is the issue author's text: HTML, a bidi override, a script.
+TITLE = 'Fix add: it <b>subtracts</b> \u202eevil ' + HOSTILE
+BASELINE_OUTPUT = "BASELINE-OUTPUT " + "E   assert add(2, 3) == 5\n" * 60
+
+
+def run_started(task: str) -> RunStarted:
+    return RunStarted(model="scripted", test_command="pytest -q", setup_command=None,
+                      setup_note="", limits={"max_steps": 100}, sampling=None, seed=None,
+                      task=task)
+
+
+def record_failed_run(store: RunStore, tmp_path: Path) -> int:
+    """A run whose model looked, edited, and still left a test failing (max_attempts)."""
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=3, trigger="label", attempt=1)
+    baseline = ran_tests({"tests/test_calc.py::test_add": "failed",
+                          "tests/test_calc.py::test_sub": "passed"}, passed=False,
+                         output=BASELINE_OUTPUT)
+    final = ran_tests({"tests/test_calc.py::test_add": "failed",
+                       "tests/test_calc.py::test_sub": "passed"}, passed=False,
+                      output="AFTER-OUTPUT 1 failed")
+    with Transcript(tmp_path / "failed.jsonl") as transcript:
+        events = Outputs(transcript, recorder)
+        events.emit(run_started(f"{TITLE}\n\nadd(2, 3) gives -1."))
+        events.emit(BaselineDone(tests=baseline))
+        events.emit(turn(1, reasoning="look first", calls=[
+            ("Bash", {"command": "cat calc.py\nls"}, Observation("c1", "Bash", "def add", 0.1))],
+            completion_tokens=31))
+        events.emit(turn(2, calls=[
+            ("Edit", {"path": "calc.py", "old": "a - b", "new": "a * b"},
+             Observation("c2", "Edit", "edited", 0.1))], completion_tokens=27))
+        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final,
+                                verdict=Verdict(accepted=False, reasons=["test_add fails"]),
+                                model_tests=None))
+        events.emit(finished(baseline, final, diff=DIFF.replace("a + b", "a * b"), steps=2,
+                             exit_reason="max_attempts"))
+    recorder.finish("failed", outcome="failed")
+    assert recorder.run_id is not None
+    return recorder.run_id
+
+
+def record_solve_run(store: RunStore) -> int:
+    """`frognano solve`'s run: its issue column holds the slug of the issue text."""
+    recorder = RunRecorder.start(store, repo="/src/calc", issue="fix-the-adder-slug",
+                                 trigger="solve", attempt=1)
+    recorder.emit(run_started("Fix the adder\nIt subtracts."))
+    recorder.finish("failed", outcome="failed")
+    assert recorder.run_id is not None
+    return recorder.run_id
+
+
+def test_run_list_shows_the_issue_title_escaped_and_inert(client: TestClient, store: RunStore,
+                                                          tmp_path: Path) -> None:
+    record_failed_run(store, tmp_path)
+    record_solve_run(store)
+    RunRecorder.start(store, repo="octo/old", issue=9, trigger="label", attempt=1)  # no record
+    client.get(f"/runs?token={TOKEN}")
+    html = client.get("/runs").text
+    table = html[html.index('id="runs"'):]
+    assert "Fix add: it &lt;b&gt;subtracts&lt;/b&gt; \\x202eevil &lt;script&gt;" in table
+    assert "<b>subtracts" not in table and "\u202e" not in table and "<script>" not in table
+    assert "Fix the adder" in table and "fix-the-adder-slug" not in table, "the title, no slug"
+    assert ">#3<" in table, "a GitHub issue keeps its number beside the title"
+    rows = table.split('class="run-row"')[1:]
+    assert len(rows) == 3 and '<td class="issue">9</td>' in rows[0], \
+        "a run without a run record shows its issue"
+
+
+def test_a_failed_run_page_leads_with_its_steps(client: TestClient, store: RunStore,
+                                                tmp_path: Path) -> None:
+    run_id = record_failed_run(store, tmp_path)
+    client.get(f"/runs?token={TOKEN}")
+    html = client.get(f"/runs/{run_id}").text
+    assert html.index('id="steps"') < html.index('id="diff"') < html.index('id="events"')
+    steps = html[html.index('id="steps"'):html.index('id="diff"')]
+    assert "Bash: cat calc.py<" in steps and "Edit: calc.py<" in steps
+    links = re.findall(r'href="#(event-\d+)"', steps)
+    assert len(links) == 2 and all(f'id="{anchor}"' in html for anchor in links)
+    assert "max_attempts" in steps
+    assert "Fix add: it &lt;b&gt;subtracts" in html[:html.index('id="summary"')], "the title"
+    baseline = html[html.index('class="event event-baseline"'):]
+    baseline = baseline[:baseline.index("</section>")]
+    assert "BASELINE-OUTPUT" in baseline and "<details open>" not in baseline, "folded"
+    after = html[html.index('class="event event-tests"'):]
+    assert "<details open><summary>output</summary><pre>AFTER-OUTPUT" in after
+    passed = client.get(f"/runs/{record_finished_run(store, tmp_path)}").text
+    assert 'id="steps"' not in passed, "a passed run leads with its diff"
+
+
+@BROWSER_BACKEND
+def test_failed_run_and_run_list_in_chromium(served: str, browser: Any, store: RunStore,
+                                             tmp_path: Path) -> None:
+    run_id = record_failed_run(store, tmp_path)
+    record_finished_run(store, tmp_path)
+    record_solve_run(store)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{served}/runs?token={TOKEN}")
+    titles = page.locator("tr.run-row .issue-title").all_inner_texts()
+    assert titles == ["Fix the adder", "the issue", 'Fix add: it <b>subtracts</b> \\x202eevil '
+                      + HOSTILE], titles
+    assert page.evaluate("typeof window.__pwned") == "undefined", "the title never runs"
+    assert page.locator("tr.run-row .issue-title b, tr.run-row img").count() == 0
+    keep_screenshot(page, tmp_path / "run-list.png", full_page=True)
+
+    page.locator("a.run-link", has_text=str(run_id)).click()
+    page.wait_for_url(f"**/runs/{run_id}")
+    steps = page.locator("#steps")
+    assert steps.bounding_box()["y"] < 900, "the steps are in the first screenful"
+    assert steps.locator("tbody tr").count() == 2
+    assert "Edit: calc.py" in steps.inner_text()
+    baseline = page.locator("section.event-baseline details", has_text="output")
+    assert baseline.get_attribute("open") is None
+    assert not page.get_by_text("BASELINE-OUTPUT").is_visible(), "the baseline is folded"
+    assert page.get_by_text("AFTER-OUTPUT").is_visible(), "the failing run's output is open"
+    keep_screenshot(page, tmp_path / "failed-run.png", full_page=True)
+    steps.locator("a", has_text="2").first.click()
+    page.wait_for_url("**#event-*")
+    edit = page.locator(page.url[page.url.index("#"):])
+    assert "Edit" in edit.inner_text() and edit.bounding_box()["y"] < 900, "scrolled to it"
+
+    page.locator("header nav a", has_text="Runs").click()  # every page links the runs
+    page.wait_for_url(f"{served}/runs")
+    page.goto(f"{served}/")  # the home page (no App yet: the setup's locked page)
+    assert page.locator("a[href='/runs']").count() >= 1, "the home page links the runs"
+    assert page.locator("header").evaluate(
+        "e => getComputedStyle(e).backgroundColor") == "rgb(36, 41, 47)", "one look"
+    keep_screenshot(page, tmp_path / "home.png", min_bytes=3_000)
+    assert errors == [], errors

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +26,7 @@ from bot.settings import BotSettings
 from bot.setup_flow import github_web_url, merge_env_file
 from bot.triggers import Trigger
 from frognano.app_command import run_app_manifest
+from tests.support.chromium import chromium, keep_screenshot
 from tests.support.fake_github import FakeGitHub
 
 PEM_LINE = re.compile(r"^-----BEGIN (RSA )?PRIVATE KEY-----$", re.M)
@@ -371,3 +373,61 @@ def test_without_a_given_token_one_is_made_and_logged(
         assert browser.get(url + "/setup").status_code == 403
         redeem(browser, url, links[0])
         assert browser.get(url + "/setup").status_code == 200
+
+
+# --- the pages in a real browser ----------------------------------------------------------
+
+
+def _look(page: Any) -> tuple[int, str, str]:
+    """(stylesheets, the header's background, the body's font): the same on every page
+    the receiver serves, setup and dashboard alike (bot/templates/base.html)."""
+    return (page.evaluate("document.styleSheets.length"),
+            page.locator("header").evaluate("e => getComputedStyle(e).backgroundColor"),
+            page.locator("body").evaluate("e => getComputedStyle(e).fontFamily"))
+
+
+def test_the_setup_pages_in_chromium(fake_github: FakeGitHub, env_path: Path,
+                                     tmp_path: Path) -> None:
+    """The operator's whole flow in a browser: the locked home page, the redeemed link,
+    the manifest form (its note: 127.0.0.1 is no address GitHub reaches), GitHub (the
+    fake) and back, the done page, then the running bot's home page; each one kept as a
+    screenshot, each with the dashboard's look, none with a script error."""
+    with chromium() as browser, Receiver(unconfigured(fake_github), env_path) as url:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url + "/")
+        look = _look(page)
+        assert look[:2] == (1, "rgb(36, 41, 47)"), look
+        assert "?token=" in page.locator("main").inner_text()
+        keep_screenshot(page, tmp_path / "setup-locked.png", min_bytes=3_000)
+
+        page.goto(f"{url}/?token={TOKEN}")
+        assert page.url == url + "/", "the token leaves the address bar"
+        create = page.locator("a.button", has_text="Create the GitHub App")
+        assert create.evaluate("e => getComputedStyle(e).backgroundColor") == \
+            "rgb(26, 127, 55)"
+        assert _look(page) == look
+        keep_screenshot(page, tmp_path / "setup-home.png")
+
+        create.click()
+        page.wait_for_url(url + "/setup")
+        assert "GitHub cannot reach" in page.locator(".notice").inner_text()
+        assert _look(page) == look
+        keep_screenshot(page, tmp_path / "setup-manifest.png", min_bytes=3_000)
+
+        page.locator("button", has_text="Continue on GitHub").click()
+        page.wait_for_url("**/setup/callback?*")
+        assert page.locator("h1").inner_text() == "Done: restart frognano"
+        install = page.locator("a", has_text="Install the App").get_attribute("href")
+        assert install.endswith(f"/apps/{fake_github.app_slug}/installations/new")
+        assert _look(page) == look
+        keep_screenshot(page, tmp_path / "setup-done.png")
+
+        page.goto(url + "/")
+        assert page.locator("h1").inner_text() == "FrogNano is running"
+        assert page.locator("main a[href='/runs']").count() == 1, "home links the runs"
+        assert _look(page) == look
+        keep_screenshot(page, tmp_path / "status-home.png", min_bytes=3_000)
+        assert errors == [], errors
+    assert dotenv_values(env_path)["GITHUB_APP_ID"] == str(fake_github.app_id)
