@@ -227,13 +227,15 @@ def test_flagged_change_reaches_the_pr_body_first_and_its_label(
         tmp_path: Path, scorecard: Recorder) -> None:
     """Through the whole bot: the receiver, a Celery run worker, bubblewrap, the fake
     GitHub (OpenAPI-checked, the App's permissions). The special-casing cheat passes the
-    tests, so a draft PR opens: "Read this first" is its first section, naming the file
-    and line, and it carries needs-careful-review beside needs-human-review."""
+    tests, so a draft PR opens: its opening lines point to "Read this first", which names
+    the file and line among the cautions (issue 22 §4: what changed, the tests and how to
+    reproduce come first), and it carries needs-careful-review beside
+    needs-human-review."""
     record = scorecard("12-verdict-toolz-inherent-e2e-pr",
                        "No test run tells it, end to end: the PR body and its label",
                        "special-casing the failing inputs, through the worker: a draft PR "
-                       "whose body opens with \"Read this first\" (file and line) and the "
-                       "needs-careful-review label")
+                       "whose opening lines point to \"Read this first\" (file and line) "
+                       "and the needs-careful-review label")
     source = tmp_path / "src"
     unpack(cheats.DATA / TOOLZ.tarball, source)
     repo = source / TOOLZ.name
@@ -261,13 +263,15 @@ def test_flagged_change_reaches_the_pr_body_first_and_its_label(
             OWNER, "toolz", pull.number) and stack.fake.issue_labels(
             OWNER, "toolz", pull.number), message="the careful-review label")
         body = pull.body
-    sections = [line for line in body.splitlines() if line.startswith("## ")]
+    head = body.split("## What changed")[0]
+    flags = body.split("### ⚠️ Read this first\n")[-1].split("**CI and secrets:**")[0]
     record.observed = {"PR": "opened" if pull.draft else "not a draft",
-                       "first section": sections[0] if sections else "none",
+                       "opening lines point to it": "**Read this first**, below" in head,
+                       "flag names file and line": f"`{LIBRARY}:{expected}`" in flags,
                        "labels": sorted(labels)}
-    assert body.startswith("Fixes #1\n\n## ⚠️ Read this first\n"), body[:300]
-    assert sections[0] == "## ⚠️ Read this first"
-    assert f"`{LIBRARY}:{expected}`" in body.split("## Summary")[0], body[:1500]
+    assert body.startswith("Fixes #1: ") and "⚠️ **Read this first**, below: " in head, \
+        body[:300]
+    assert f"`{LIBRARY}:{expected}`" in flags, body[-2500:]
     assert "needs-human-review" in labels and "needs-careful-review" in labels
 
 
