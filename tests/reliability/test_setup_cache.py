@@ -99,7 +99,7 @@ class Runs:
     sources: PackageSources
     count: int = 0
 
-    def solve(self, *steps: dict, setup_extra: str = "") -> Run:
+    def solve(self, *steps: str, setup_extra: str = "") -> Run:
         self.count += 1
         run_dir = self.root / "work" / f"run-{self.count}"
         host = open_workspace(self.source, None, run_dir)
