@@ -119,9 +119,18 @@ def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: Test
         parts.append("Original tests that do not pass:\n" + _listed(still_failing))
     if new_failing:
         parts.append("Your new tests that fail:\n" + _listed(new_failing))
-    if not (still_failing or new_failing):
+    excused = sorted({*verdict.preexisting, *verdict.flaky})
+    if not (still_failing or new_failing or excused):
         parts.append("The change was not accepted as it is. Fix the behaviour in the code "
                      "itself, so that the original tests pass as written.")
+    if excused:
+        # The rule of issue 20 §4, said as a rule: which tests are excused, and that an
+        # excuse needs a test that shows the change does something.
+        parts.append("These fail on the base code too (the same way each time, or only "
+                     "some of the time), so they are not held against your change:\n"
+                     + _listed(excused) + "\nYour change must still make at least one test "
+                     "that fails on the base code pass: one of the repository's, or a new "
+                     "test of yours that fails without your change.")
     tail = _tail(final.output)
     if tail:
         parts.append(tail)
@@ -140,10 +149,13 @@ def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
                or (before in RAN and final.tests.get(test) in ("skipped", "xfailed"))}
     failing |= {t for t, s in final.tests.items() if t not in baseline.tests and s in BAD}
     failing |= set(disagreeing_tests(verdict.reasons))
+    excused = {*verdict.preexisting, *verdict.flaky}  # not held against the change
+    failing -= excused
     if not failing and not verdict.accepted:
         # Refused though each test reads as passing: none of those that failed before
         # counts as fixed.
-        failing = {test for test, before in baseline.tests.items() if before in BAD}
+        failing = {test for test, before in baseline.tests.items()
+                   if before in BAD and test not in excused}
     return sorted(failing)
 
 

@@ -101,3 +101,29 @@ def test_feedback_keeps_the_test_output_without_the_harness_lines() -> None:
     message = verdict_feedback_message("python3 -m pytest", verdict, BASELINE, final, 1, 0)
     assert "assert -1 == 5" in message and "generated xml file" not in message
     assert "attempt 2; 0 left" in message
+
+
+ZONE = "tests/test_zones.py::test_newest_zone"  # fails on the host, before and after
+
+
+def test_feedback_on_a_preexisting_failure_says_the_rule_not_the_check() -> None:
+    """A do-nothing change with a baseline failure of its own: the model reads which tests
+    are not held against it, and that one failing on the base code must pass."""
+    from solver.verdict.verdict import Reruns
+
+    baseline = _run({FAILING: "failed", PASSING: "passed", ZONE: "failed"})
+    nothing = decide(baseline, baseline, TreePlan(), reruns=Reruns(second=baseline))
+    message = verdict_feedback_message("python3 -m pytest", nothing, baseline, baseline, 0, 2)
+    assert not [word for word in DETECTOR_WORDS if word in message.lower()], message
+    assert f"not held against your change:\n- {FAILING}\n- {ZONE}" in message, message
+    assert "at least one test that fails on the base code pass" in message
+    assert "Original tests that do not pass" not in message  # none is required as such
+    # With the fix and a failing new test, only the new test is the model's to fix.
+    fixed = _run({FAILING: "passed", PASSING: "passed", ZONE: "failed"})
+    added = _run({**fixed.tests, "tests/test_new.py::test_x": "failed"})
+    refused = decide(baseline, fixed, TreePlan(model_tests=["tests/test_new.py"]), added,
+                     Reruns(second=baseline))
+    message = verdict_feedback_message("python3 -m pytest", refused, baseline, fixed, 0, 2)
+    assert f"- {ZONE}\n\nYour new tests" not in message, message  # not the model's to fix
+    assert "Your new tests that fail:\n- tests/test_new.py::test_x" in message
+    assert f"not held against your change:\n- {ZONE}\n" in message
