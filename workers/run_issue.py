@@ -1,6 +1,6 @@
 """One run for one issue: workspace → sandbox → agent and tests → draft PR or failure note.
 
-The run itself is solver/run_path.py's, shared with `frognano solve`; this module adds
+The run itself is solver/run.py's, shared with `frognano solve`; this module adds
 what only the bot does: the lock, the mirror, the config from the default branch, the
 status comment, and applying the decision on GitHub.
 
@@ -30,32 +30,33 @@ from bot.messages import (
     pull_title,
     rate_limited_summary,
     review_not_pushed,
-    status_cancelled,
-    status_failed,
-    status_running,
 )
 from bot.triggers import Trigger
 from sandbox.trees import remove_tree
+from solver.agent.harness import RunPlan
 from solver.agent.prompts import review_comments_text
 from solver.agent.result import SolveResult
-from solver.agent.run_events import Outputs, Triggered
+from solver.agent.run_events import EventOutput, Outputs, Triggered
 from solver.agent.transcript import Transcript
-from solver.attempts import Attempts, run_attempts
 from solver.hostgit import HostRepo
-from solver.policy import bot_identity, branch_for
-from solver.repo_config import CONFIG_PATH, RepoConfigError, parse_repo_config
-from solver.run_path import (
+from solver.policy import bot_identity, branch_for, not_installed_note
+from solver.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
+from solver.run import (
+    BestOfN,
     NoTestCommand,
     OwnCommits,
-    not_installed_note,
-    open_workspace,
-    prepare,
+    RunOutcome,
+    RunRequest,
+    Workspace,
+    run,
 )
+from workers.context import RunContext
 from workers.coordination import IssueCoordinator
-from workers.review_publish import publish_pull, publish_review
+from workers.publish.pull import DraftPull, publish_pull
+from workers.publish.review import ReviewChange, publish_review
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
-from workers.status import StatusComment, StatusProgress
+from workers.status import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception
     to retry after a rate limit, which permission to grant after a 403, how to fix a
     config that is not a file. GitHub may refuse this comment too (a rate limit on every
     call, no issues permission): then the log and the run record keep the reason."""
-    repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
+    repo = trigger.repo_ref
     retry = ". Comment `/frognano retry` to try again."
     if isinstance(exc, NotAFile) and exc.path == CONFIG_PATH:
         summary, retry = f"invalid `{CONFIG_PATH}`", ""
@@ -126,8 +127,7 @@ def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception
     else:
         summary = f"an internal error stopped the run ({type(exc).__name__}: {str(exc)[:300]})"
     try:
-        StatusComment(rt.github, repo, trigger.issue_number).set(status_failed(
-            summary + retry, generation))
+        RunStatus.of(rt.github, trigger, generation).failed(summary + retry)
     except Exception:
         log.exception("could not report the crash of %s on GitHub", trigger.issue_key)
 
@@ -142,62 +142,37 @@ def transcript_path(rt: Runtime, trigger: Trigger, generation: int, attempt: int
 
 def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
                 coordinator: IssueCoordinator, run_dir: Path, recorder: RunRecorder) -> str:
-    repo = RepoRef(trigger.owner, trigger.repo, trigger.installation_id)
-    status = StatusComment(rt.github, repo, trigger.issue_number, rt.status_interval)
-    status.set(status_running(0, 0, generation, "preparing the workspace"))
+    ctx = RunContext(rt, trigger, generation, coordinator,
+                     RunStatus.of(rt.github, trigger, generation, rt.status_interval), recorder)
+    repo, status = ctx.repo, ctx.status
+    status.preparing()
     default_branch = rt.github.default_branch(repo)
     mirror = rt.repo_cache.refresh(rt.github.clone_url(repo), rt.github.installation_token(repo))
-    # A review continues from the PR branch's head (a human's commits on it included).
     reviewing = trigger.kind == "review"
-    start = branch_for(trigger.issue_number) if reviewing else default_branch
-    # A review is judged by the repository's tests, not the model's from its last run,
-    # and its setup runs none of the model's files (the default branch plus people's).
-    own = OwnCommits(f"refs/heads/{default_branch}", bot_identity(rt.github.bot_login())[1]) \
-        if reviewing else None
-    host = open_workspace(mirror, start, run_dir, max_diff_bytes=rt.max_diff_bytes,
-                          own_commits=own)
     try:  # from the default branch on GitHub: an issue author cannot change it
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:
         rt.github.comment(repo, trigger.issue_number, invalid_config(str(exc)))
-        status.set(status_failed(f"invalid `{CONFIG_PATH}`", generation))
+        status.failed(f"invalid `{CONFIG_PATH}`")
         return "invalid_config"
     issue = rt.github.issue(repo, trigger.issue_number)
+    request = _run_request(ctx, _workspace(rt, trigger, default_branch, mirror, run_dir),
+                           config, f"{issue.title}\n\n{issue.body}".strip())
     try:
-        plan = prepare(f"{issue.title}\n\n{issue.body}".strip(), host.work_tree, config,
-                       guidance=_guidance(rt, repo, trigger), max_run_seconds=rt.max_run_seconds,
-                       context_tokens=rt.context_tokens)
+        attempts = run(request)
     except NoTestCommand:
-        status.set(status_failed(
-            f"no test command found; set `test:` in `{CONFIG_PATH}` on the default branch",
-            generation))
+        status.failed(
+            f"no test command found; set `test:` in `{CONFIG_PATH}` on the default branch")
         return "no_tests"
-
-    triggered = Triggered(trigger=trigger.to_kwargs(), generation=generation)
-    recorder.emit(triggered)
-    # Best of N (solver/attempts.py); a review's run is one attempt, on the PR's head.
-    attempts = run_attempts(
-        plan=plan, config=config, first_host=host,
-        open_host=lambda k: open_workspace(mirror, start, run_dir / f"attempt-{k + 1}",
-                                           max_diff_bytes=rt.max_diff_bytes,
-                                           own_commits=own),
-        model_for=rt.model_factory,
-        transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
-        shared=Outputs(recorder, StatusProgress(status, plan.limits.max_steps, generation)),
-        opening=triggered, sandbox_backend=rt.sandbox_backend,
-        should_stop=lambda: coordinator.is_stale(generation),
-        asked=1 if reviewing else config.attempts_in_parallel,
-        max_attempts=rt.max_parallel_attempts, slots=rt.model_slots, seed=rt.seed,
-        package_index=rt.package_index)
-    host, result = attempts.host, attempts.choice.chosen.result
+    host, result, plan = attempts.host, attempts.result, attempts.plan
 
     if coordinator.is_stale(generation):  # the newer run owns the status comment now
         outcome, reason = coordinator.stop_reason()
         if reason is not None:  # a cancel: a progress edit may have landed after its own
-            status.set(status_cancelled(reason, generation))
+            status.cancelled(reason)
         return outcome
     report = _report(rt, trigger, generation, result, attempts, issue.title)
-    decision = attempts.choice.chosen.decision
+    decision = attempts.decision
     if decision.action != "publish":
         if reviewing and trigger.pull_number is not None:
             rt.github.comment(repo, trigger.pull_number, failure_comment(report)
@@ -205,20 +180,56 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
                                   decision_reason(decision)))
         elif not result.tests_passed:
             rt.github.comment(repo, trigger.issue_number, failure_comment(report))
-        status.set(status_failed(decision_reason(decision), generation))
+        status.failed(decision_reason(decision))
         return decision.outcome
     message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
     if reviewing:  # one attempt: its transcript is the first's, appended to by a replay
         with Transcript(transcript_path(rt, trigger, generation)) as transcript:
-            return publish_review(rt, trigger, generation, coordinator, host, result,
-                                  report, status, pull_title(issue.title), message,
-                                  plan.limits.test_timeout, Outputs(transcript, recorder))
+            return publish_review(ctx, host, result, report, ReviewChange(
+                title=pull_title(issue.title), message=message,
+                test_timeout=plan.limits.test_timeout, events=Outputs(transcript, recorder)))
     assert result.snapshot is not None  # decide() publishes only a readable change
     # A cancel is honoured up to the push; after an accepted push the PR steps finish.
-    return publish_pull(rt, trigger, generation, coordinator, host, result.snapshot, status,
-                        recorder, title=pull_title(issue.title), body=pr_body(report),
-                        base=default_branch, message=message,
-                        careful=bool(report.read_first))
+    return publish_pull(ctx, host, result.snapshot, DraftPull(
+        title=pull_title(issue.title), body=pr_body(report), base=default_branch,
+        message=message, careful=bool(report.read_first)))
+
+
+def _workspace(rt: Runtime, trigger: Trigger, default_branch: str, mirror: Path,
+               run_dir: Path) -> Workspace:
+    """A review continues from the PR branch's head (a human's commits on it included),
+    is judged by the repository's tests, not the model's from its last run, and its setup
+    runs none of the model's files (the default branch plus people's)."""
+    reviewing = trigger.kind == "review"
+    own = OwnCommits(f"refs/heads/{default_branch}", bot_identity(rt.github.bot_login())[1]) \
+        if reviewing else None
+    return Workspace(source=mirror, run_dir=run_dir, max_diff_bytes=rt.max_diff_bytes,
+                     branch=branch_for(trigger.issue_number) if reviewing else default_branch,
+                     own_commits=own)
+
+
+def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issue: str
+                 ) -> RunRequest:
+    """The bot's run (solver/run.py): the config from the default branch, the operator's
+    limits and ceiling, the run record and the status comment hearing every attempt."""
+    rt, trigger, generation, recorder = ctx.runtime, ctx.trigger, ctx.generation, ctx.recorder
+    triggered = Triggered(trigger=trigger.to_kwargs(), generation=generation)
+
+    def planned(plan: RunPlan, host: HostRepo) -> EventOutput:
+        recorder.emit(triggered)
+        return Outputs(recorder, ctx.status.progress(plan.limits.max_steps))
+
+    return RunRequest(
+        issue=issue, workspace=workspace, model_for=rt.model_factory,
+        transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
+        config=config, guidance=_guidance(rt, ctx.repo, trigger), limits=rt.limits,
+        max_run_seconds=rt.max_run_seconds,
+        # Best of N; a review's run is one attempt, on the PR's head.
+        best_of=BestOfN(asked=1 if trigger.kind == "review" else None,
+                        allowed=rt.max_parallel_attempts, slots=rt.model_slots, seed=rt.seed),
+        sandbox_backend=rt.sandbox_backend, package_index=rt.package_index,
+        opening=triggered, on_planned=planned,
+        should_stop=lambda: not ctx.is_current())
 
 
 def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
@@ -233,7 +244,7 @@ def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
 
 
 def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
-            attempts: Attempts, title: str = "") -> RunReport:
+            attempts: RunOutcome, title: str = "") -> RunReport:
     url = (f"{rt.public_url.rstrip('/')}/runs/{trigger.owner}/{trigger.repo}/"
            f"{trigger.issue_number}/{generation}" if rt.public_url else None)
     return RunReport(
