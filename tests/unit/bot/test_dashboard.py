@@ -568,6 +568,9 @@ def test_failed_run_and_run_list_in_chromium(served: str, browser: Any, store: R
 
     page.locator("a.run-link", has_text=str(run_id)).click()
     page.wait_for_url(f"**/runs/{run_id}")
+    assert page.locator("h1").inner_text() == titles[2], "the title heads the page, as text"
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("h1 b, h1 img, h1 script").count() == 0
     steps = page.locator("#steps")
     assert steps.bounding_box()["y"] < 900, "the steps are in the first screenful"
     assert steps.locator("tbody tr").count() == 2

@@ -18,6 +18,7 @@ import pytest
 import uvicorn
 
 from runstore.store import RunStore, default_database_url
+from tests.support.chromium import keep_screenshot
 from tests.support.redis_server import RedisServer
 from tests.support.sandbox_support import reachable_dir
 from tests.unit.bot.test_dashboard import TOKEN, _free_port, browser, make_app  # noqa: F401 (a fixture)
@@ -83,6 +84,13 @@ def test_the_cut_off_turn_is_on_the_run_page(cut_off_run: Path, browser: Any,  #
             target = Path(os.environ["FROGNANO_SCREENSHOT_DIR"])
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy(screenshot, target / "cut-off-turn.png")
+        # A failed model run leads with its steps (issue 22 §4): the cut-off one, said so.
+        steps = page.locator("#steps")
+        assert steps.bounding_box()["y"] < 900, "in the first screenful"
+        assert "llm_query_error" in steps.inner_text()
+        assert steps.locator("tbody tr").count() >= 1
+        assert "did not end its turn" in steps.locator("tbody tr").first.inner_text()
+        keep_screenshot(page, tmp_path / "failed-model-run.png", full_page=True)
         next(served, None)
     finally:
         store.close()
