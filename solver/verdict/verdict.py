@@ -291,9 +291,14 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
                      + (", …" if len(plan.model_tests) > 10 else "") + ")")
     if final.timed_out:
         reasons.append("the test run timed out")
-    excused = (excuse(baseline, reruns.second, final) if reruns.second is not None
-               else Excused({}, {}))
-    run_reasons, mode_notes, mode = _original_tests(baseline, final, excused.tests)
+    new_tests = {t: s for t, s in with_model_tests.tests.items() if t not in final.tests} \
+        if with_model_tests is not None else {}
+    verdict = Verdict(accepted=False, notes=notes, new_tests=new_tests)
+    no_evidence = _excused_part(baseline, final, reruns, new_tests, verdict)
+    # An excuse holds only with evidence; without, the failures are listed as ever.
+    excused = (excuse(baseline, reruns.second, final)
+               if reruns.second is not None and not no_evidence else Excused({}, {}))
+    run_reasons, mode_notes, verdict.mode = _original_tests(baseline, final, excused.tests)
     notes += mode_notes
     # Failing with the baseline's own exit status, for the excused failures only.
     excused_exit = excused.used(final) and final.exit_code == baseline.exit_code
@@ -301,20 +306,17 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
         run_reasons.append(f"the test run failed with exit code {final.exit_code}")
     checked, flags = _run_checks(baseline, final, "test run")
     checked += _doctest_examples(baseline, final)  # the model's own examples run apart
-    reasons += checked + run_reasons  # tampering first: the per-test list can be long
+    # Tampering first, then the missing evidence: the per-test list can be long.
+    reasons += checked + no_evidence + run_reasons
     flags = [*plan.flags, *flags]
-    new_tests: dict[str, str] = {}
     if with_model_tests is not None:
-        new_tests = {t: s for t, s in with_model_tests.tests.items() if t not in final.tests}
         reasons += _model_tests_reasons(baseline, with_model_tests, new_tests, reasons, flags)
     if reruns.model_tests_on_base is not None:
         checked, more = _run_checks(baseline, reruns.model_tests_on_base,
                                     "run of the model's tests against the base tree")
         reasons += [r for r in checked if r not in reasons]
         flags += [f for f in more if f not in flags]
-    verdict = Verdict(accepted=False, notes=notes, new_tests=new_tests, mode=mode,
-                      flags=flags)
-    reasons += _excused_part(baseline, final, reruns, new_tests, verdict)
+    verdict.flags = flags
     verdict.accepted, verdict.reasons = not reasons, _capped(reasons)
     return verdict
 
