@@ -149,9 +149,6 @@ PROJECTS = {
         ("toml/encoder.py", '            retval += " " + unicode(self.dump_value(u))\n',
          '            retval += " " + unicode(self.dump_value(u)) + ","\n'),
         needs=("numpy", "pytest-cov"), command="python3 -m pytest -rA -p no:cacheprovider tests",
-        known_gap="issue 20 §4: test_valid_tests and test_invalid_tests fail before and after "
-                  "the fix (the sdist has no toml-test data); pre-existing failures still "
-                  "block the verdict",
         shape="setup.py, tox.ini [testenv] deps (pytest, pytest-cov, numpy), committed "
               "egg-info"),
     # One module and its test file at the root; a committed egg-info that setup rewrites.
