@@ -317,6 +317,14 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
         reasons += [r for r in checked if r not in reasons]
         flags += [f for f in more if f not in flags]
     verdict.flags = flags
+    if excused.used(final) and verdict.evidence and not set(verdict.evidence) & \
+            set(baseline.tests):
+        # No test of the repository's shows anything: a new test can check a marker the
+        # change adds as well as a fix, and the issue's own test may be among the excused.
+        verdict.flags.append(
+            f"accepted with {len(verdict.preexisting) + len(verdict.flaky)} test(s) failing "
+            "before and after, and the only evidence is the model's own new test(s) ("
+            + _listed(verdict.evidence) + "): check that they test what the issue asks")
     verdict.accepted, verdict.reasons = not reasons, _capped(reasons)
     return verdict
 

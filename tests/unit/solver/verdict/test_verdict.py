@@ -306,3 +306,9 @@ def test_the_models_test_is_evidence_only_if_it_fails_on_the_base() -> None:
         result = decide(RED, final, plan, added, Reruns(RED, on_base))
         assert result.accepted is accepted, result.reasons
         assert result.evidence == (["t::new"] if accepted else [])
+        # Said loudly: no repository test shows anything, and t::bug is among the excused.
+        assert any("the only evidence is the model's own new test(s) (t::new)" in flag
+                   for flag in result.flags) is accepted
+    fixed = decide(RED, _after(), plan, verdict({**_after().tests, "t::new": "passed"}, 1),
+                   Reruns(RED, verdict({**RED.tests, "t::new": "failed"}, 1)))
+    assert fixed.accepted and fixed.evidence == ["t::bug", "t::new"] and fixed.flags == []
