@@ -167,7 +167,9 @@ def test_issue_too_large_for_the_context_is_refused_before_setup(calc_repo: Path
                                                                  script: str) -> None:
     issue = tmp_path / "issue.md"
     issue.write_text("add() is broken.\n" + "word " * 200_000)
-    result = frognano(tmp_path, str(calc_repo), "--issue-file", str(issue), "--model", script)
+    # Leaf's agent context, named by the flag (the default is the evaluated 131,072).
+    result = frognano(tmp_path, str(calc_repo), "--issue-file", str(issue), "--model", script,
+                      "--n-ctx", "65536")
     assert_refused(result, "does not fit the model's context of 65536 tokens")
     assert [r["kind"] for r in result[2]] == ["result"], "no setup, no baseline"
 
