@@ -15,7 +15,7 @@ import logging
 import uuid
 from pathlib import Path
 
-from bot.github_api import Forbidden, GitHubError, NotAFile, RateLimited, RepoRef
+from bot.github_api import Forbidden, GitHubError, NotAFile, RateLimited
 from bot.logs import delivery_context, run_context
 from bot.messages import (
     ChangedFile,
@@ -84,15 +84,17 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
         rt.run_store, repo=f"{trigger.owner}/{trigger.repo}", issue=trigger.issue_number,
         trigger=trigger.kind, attempt=generation, delivery_id=trigger.delivery_id,
         transcript_path=transcript_path(rt, trigger, generation))
+    ctx = RunContext(rt, trigger, generation, coordinator,
+                     RunStatus.of(rt.github, trigger, generation, rt.status_interval), recorder)
     crash = None
     try:
         with delivery_context(trigger.delivery_id), run_context(recorder.run_id), \
                 coordinator.heartbeat(generation):
-            outcome = _run_locked(rt, trigger, generation, coordinator, run_dir, recorder)
+            outcome = _run_locked(ctx, run_dir)
     except Exception as exc:
         # A crash must still leave a visible, final state on the issue.
         log.exception("run %s attempt %s crashed", trigger.issue_key, generation)
-        _report_crash(rt, trigger, generation, exc)
+        _report_crash(ctx, exc)
         outcome, crash = "error", f"{type(exc).__name__}: {exc}"
     recorder.finish(status_for_outcome(outcome), outcome=outcome, error=crash)
     try:
@@ -103,17 +105,17 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
         remove_tree(run_dir)  # however deep the sandbox nested it
 
 
-def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception) -> None:
+def _report_crash(ctx: RunContext, exc: Exception) -> None:
     """The final status after a run stopped by an exception, saying what to do next: when
     to retry after a rate limit, which permission to grant after a 403, how to fix a
     config that is not a file. GitHub may refuse this comment too (a rate limit on every
     call, no issues permission): then the log and the run record keep the reason."""
-    repo = trigger.repo_ref
+    github, repo, trigger = ctx.github, ctx.repo, ctx.trigger
     retry = ". Comment `/frognano retry` to try again."
     if isinstance(exc, NotAFile) and exc.path == CONFIG_PATH:
         summary, retry = f"invalid `{CONFIG_PATH}`", ""
         try:
-            rt.github.comment(repo, trigger.issue_number, invalid_config(
+            github.comment(repo, trigger.issue_number, invalid_config(
                 f"{exc}: it must be a YAML file of settings."))
         except GitHubError:  # the status comment below still says it
             log.exception("could not post the invalid-config note on %s", trigger.issue_key)
@@ -127,7 +129,7 @@ def _report_crash(rt: Runtime, trigger: Trigger, generation: int, exc: Exception
     else:
         summary = f"an internal error stopped the run ({type(exc).__name__}: {str(exc)[:300]})"
     try:
-        RunStatus.of(rt.github, trigger, generation).failed(summary + retry)
+        ctx.status.failed(summary + retry)
     except Exception:
         log.exception("could not report the crash of %s on GitHub", trigger.issue_key)
 
@@ -140,10 +142,8 @@ def transcript_path(rt: Runtime, trigger: Trigger, generation: int, attempt: int
             / f"issue-{trigger.issue_number}-attempt-{generation}{extra}.jsonl")
 
 
-def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
-                coordinator: IssueCoordinator, run_dir: Path, recorder: RunRecorder) -> str:
-    ctx = RunContext(rt, trigger, generation, coordinator,
-                     RunStatus.of(rt.github, trigger, generation, rt.status_interval), recorder)
+def _run_locked(ctx: RunContext, run_dir: Path) -> str:
+    rt, trigger, generation, recorder = ctx.runtime, ctx.trigger, ctx.generation, ctx.recorder
     repo, status = ctx.repo, ctx.status
     status.preparing()
     default_branch = rt.github.default_branch(repo)
@@ -166,8 +166,8 @@ def _run_locked(rt: Runtime, trigger: Trigger, generation: int,
         return "no_tests"
     host, result, plan = attempts.host, attempts.result, attempts.plan
 
-    if coordinator.is_stale(generation):  # the newer run owns the status comment now
-        outcome, reason = coordinator.stop_reason()
+    if not ctx.is_current():  # the newer run owns the status comment now
+        outcome, reason = ctx.coordinator.stop_reason()
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.cancelled(reason)
         return outcome
@@ -222,7 +222,7 @@ def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issu
     return RunRequest(
         issue=issue, workspace=workspace, model_for=rt.model_factory,
         transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
-        config=config, guidance=_guidance(rt, ctx.repo, trigger), limits=rt.limits,
+        config=config, guidance=_guidance(ctx), limits=rt.limits,
         max_run_seconds=rt.max_run_seconds,
         # Best of N; a review's run is one attempt, on the PR's head.
         best_of=BestOfN(asked=1 if trigger.kind == "review" else None,
@@ -232,14 +232,15 @@ def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issu
         should_stop=lambda: not ctx.is_current())
 
 
-def _guidance(rt: Runtime, repo: RepoRef, trigger: Trigger) -> str:
+def _guidance(ctx: RunContext) -> str:
     """The trigger's text; for a submitted review, its line comments (file, line, diff
     hunk) too, which the webhook does not carry. The bot's own comments are left out."""
+    trigger = ctx.trigger
     if trigger.review_id is None or trigger.pull_number is None:
         return trigger.guidance
-    bot = rt.github.bot_login()
-    comments = [c for c in rt.github.review_comments(repo, trigger.pull_number,
-                                                     trigger.review_id) if c.author != bot]
+    bot = ctx.github.bot_login()
+    comments = [c for c in ctx.github.review_comments(ctx.repo, trigger.pull_number,
+                                                      trigger.review_id) if c.author != bot]
     return "\n\n".join(p for p in (trigger.guidance, review_comments_text(comments)) if p)
 
 
