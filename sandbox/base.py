@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sandbox.egress import OutboundProxy
 from sandbox.index_endpoint import PackageSources
+
+if TYPE_CHECKING:
+    from sandbox.services import ServiceSpec
 
 
 class SandboxError(Exception):
@@ -99,6 +102,9 @@ class SandboxConfig:
     # what setup was given. Never a secret: setup runs the repository's code.
     setup_env: dict[str, str] = field(default_factory=dict)
     setup_ro_binds: list[Path] = field(default_factory=list)
+    # Test services every runner of this sandbox starts fresh before its first command
+    # (sandbox/services.py): `.github/frognano.yml`'s `services:`.
+    services: tuple[ServiceSpec, ...] = ()
 
 
 class Sandbox(Protocol):

@@ -25,6 +25,7 @@ from sandbox.egress import EgressPolicy, EgressProxy, NetworkLog, SocketService
 from sandbox.enforcement import describe
 from sandbox.index_endpoint import INDEX_PORT, IndexEndpoint
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
+from sandbox.services import service_env
 from sandbox.uid_pool import POOL_BASE, UidLease, passwd_lines
 from sandbox.usage_watch import UsageWatch
 
@@ -243,8 +244,13 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
             "PYTHONDONTWRITEBYTECODE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
+        # The services' usual ports: free in the sandbox's own network namespace.
+        env.update(service_env(self.config.services, self.service_ports()))
         env.update(self.config.env)
         return env
+
+    def _private_inside(self) -> str:
+        return PRIVATE
 
     def setup_environment(self, index: Path | None) -> dict[str, str]:
         """The setup phase's own variables: the proxy, pip's index endpoint (its paths,

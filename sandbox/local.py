@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import socket
 from collections.abc import Callable
 
 from sandbox.base import SandboxConfig, SandboxLimits
@@ -17,6 +18,7 @@ from sandbox.bubblewrap import interpreter
 from sandbox.egress import NetworkLog
 from sandbox.index_endpoint import IndexEndpoint
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
+from sandbox.services import ServicePorts, service_env
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,12 @@ def _rlimits(limits: SandboxLimits) -> Callable[[], None]:
     return apply
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 class LocalSandbox(RunnerBackedSandbox):
     """`Sandbox` without isolation; `exec(network=...)` always has the host network."""
 
@@ -38,10 +46,17 @@ class LocalSandbox(RunnerBackedSandbox):
         super().__init__(config)
         self.workdir = str(config.workspace.resolve())
         self.python, _ = interpreter()
+        self._ports: ServicePorts | None = None
         log.warning(
             "UNSAFE sandbox backend 'unsafe-local': model-chosen commands run UNCONFINED "
             "as uid %d in %s, with network access. Use it for development only; use "
             "'bubblewrap' for anything real.", os.getuid(), self.workdir)
+
+    def service_ports(self) -> ServicePorts:
+        """The host's loopback is shared: ports of its own, chosen once per sandbox."""
+        if self._ports is None:
+            self._ports = ServicePorts(postgresql=_free_port(), redis=_free_port())
+        return self._ports
 
     def _prepare(self) -> None:
         for sub in ("home", "venv"):
@@ -56,6 +71,7 @@ class LocalSandbox(RunnerBackedSandbox):
             "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
+        env.update(service_env(self.config.services, self.service_ports()))
         env.update(self.config.env)
         if network:  # the setup phase's own; its paths are the host's already
             if index_port:

@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ClassVar
 
 READ_OUTPUT_CHARS = 20_000
 GLOB_LIMIT = 1_000
@@ -65,6 +65,10 @@ class Settings:
     default_timeout = 120.0
     max_timeout = 1800.0
     bash_chars = 30_000
+    # The test services' daemons (a `detach` exec's survivors): they and their children
+    # (a PostgreSQL backend per connection) outlive every command; the runner's end kills
+    # them with the rest.
+    kept: ClassVar[set[int]] = set()
 
 
 class ToolFailure(Exception):
@@ -419,13 +423,15 @@ def kill_call(pid: int, before: set[int]) -> None:
     process that was not there before it (setsid and double forks included); in group
     mode the command and its descendants. Processes of earlier calls live on, as in
     Leaf, until the sandbox stops."""
+    services = _kept_trees()
     if Settings.reap == "namespace":
         _kill_group(pid)
-        _kill_namespace(before)
+        _kill_namespace(before | services)
         return
     group = os.getpgid(0)
     newcomers = [other for other in _live_pids()
-                 if other not in before and other != os.getpid() and _pgid(other) == group]
+                 if other not in before | services and other != os.getpid()
+                 and _pgid(other) == group]
     for victim in {pid, *_descendants(pid), *newcomers}:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(victim, signal.SIGKILL)
@@ -436,6 +442,13 @@ def _pgid(pid: int) -> int:
         return os.getpgid(pid)
     except OSError:
         return -1
+
+
+def _kept_trees() -> set[int]:
+    """The services' daemons still alive and every process below them."""
+    alive = {pid for pid in Settings.kept if _stat(pid)[0] not in ("Z", "X")}
+    Settings.kept = alive
+    return alive.union(*(_descendants(pid) for pid in alive)) if alive else set()
 
 
 def _descendants(pid: int) -> list[int]:
@@ -518,8 +531,15 @@ def run_exec(request: dict[str, Any]) -> dict[str, Any]:
     timeout = min(float(request.get("timeout") or Settings.default_timeout),
                   Settings.max_timeout)
     max_chars = int(request.get("max_chars") or EXEC_OUTPUT_CHARS)
+    # `detach` (the host's start of the test services, sandbox/services.py): what the
+    # command leaves running lives on, and is spared when later commands are reaped.
+    detach = request.get("detach") is True
+    before = set(_live_pids()) if detach else set()
     # Test failures are reported at the end, so keep the tail.
-    run = run_command(command, timeout, keep_bytes=max_chars, keep_tail=True)
+    run = run_command(command, timeout, keep_bytes=max_chars, keep_tail=True,
+                      wait_for_pipes=detach)
+    if detach and not run.timed_out:
+        Settings.kept |= set(_live_pids()) - before - _self_and_ancestors()
     result: dict[str, Any] = {"exit_code": run.returncode, "timed_out": run.timed_out,
                               "seconds": round(run.seconds, 3),
                               "truncated": bool(run.stdout.dropped or run.stderr.dropped)}

@@ -24,9 +24,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from sandbox import services
 from sandbox.base import ExecResult, SandboxConfig, SandboxError, ToolResult
 from sandbox.disk_quota import DiskQuotaExceeded, DiskWatch
 from sandbox.egress import NetworkLog
+from sandbox.services import ServicePorts
+from sandbox.trees import remove_tree
 from sandbox.usage_watch import UsageWatch, measure
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
@@ -257,6 +260,12 @@ def exec_failure(exc: RunnerGone, seconds: float,
                       timed_out=exc.timed_out, seconds=seconds)
 
 
+def _remove_service_data(host_root: Path, spawn: str) -> None:
+    """A dead runner's service data; never through a link the sandbox put there."""
+    if host_root.is_dir() and not host_root.is_symlink():
+        remove_tree(host_root / spawn)
+
+
 class RunnerBackedSandbox:
     """Sandbox behaviour common to both backends: a lazily (re)started persistent runner."""
 
@@ -294,7 +303,42 @@ class RunnerBackedSandbox:
             runner.request({"op": "ping"}, STARTUP_SECONDS)
         except RunnerGone as exc:
             raise SandboxError(f"the sandbox did not start: {exc}") from exc
+        if self.config.services:
+            self._start_services(runner)
         return runner
+
+    # Backends say where the private area is inside and on which ports services listen.
+    def _private_inside(self) -> str:
+        return str(self.config.private_dir.resolve())
+
+    def service_ports(self) -> ServicePorts:
+        return ServicePorts()
+
+    def _start_services(self, runner: RunnerProcess) -> None:
+        """Fresh instances of the config's services in this runner, before any command:
+        started by a `detach` exec, whose daemons the runner spares when it reaps (they die
+        with it); their data in a directory of the private area of this spawn's own."""
+        try:
+            binaries = services.resolve(self.config.services)
+        except services.ServiceUnavailable:
+            runner.kill()
+            raise
+        spawn = secrets.token_hex(6)
+        host_root = self.config.private_dir / "services"
+        runner.on_kill.append(lambda: _remove_service_data(host_root, spawn))
+        script = services.start_script(binaries, f"{self._private_inside()}/services/{spawn}",
+                                       self.service_ports())
+        request = {**exec_request(script, services.START_SECONDS), "detach": True}
+        try:
+            result = exec_result(runner.request(request,
+                                                services.START_SECONDS + GRACE_SECONDS))
+        except (RunnerGone, SandboxError) as exc:
+            runner.kill()
+            raise services.ServiceFailed(f"the services did not start: {exc}") from exc
+        if not result.ok or "frognano-services-ready" not in result.stdout:
+            runner.kill()
+            raise services.failure(result.stdout, result.stderr, result.exit_code,
+                                   result.timed_out)
 
     def _ensure(self) -> RunnerProcess:
         if self._runner is not None and not self._runner.alive():

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
+from sandbox.services import DEFAULT_DATABASE, SERVICE_NAMES, ServiceSpec
 from solver.limits import Limits
 
 CONFIG_PATH = ".github/frognano.yml"
@@ -22,6 +23,52 @@ MAX_ATTEMPTS_IN_PARALLEL = 8
 
 class RepoConfigError(ValueError):
     """The per-repo config file is invalid; the message is fit to show a maintainer."""
+
+
+class PostgresService(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: StrictInt | None = Field(default=None, ge=9, le=99,
+                                      description="Major version; the newest installed if unset.")
+    database: str = Field(default=DEFAULT_DATABASE, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
+                          description="The database created for the tests (PGDATABASE).")
+
+
+class RedisService(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Services(BaseModel):
+    """`services:` (docs/SERVICES.md): started fresh in every sandbox of the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    postgresql: PostgresService | None = None
+    redis: RedisService | None = None
+
+    def specs(self) -> tuple[ServiceSpec, ...]:
+        found = []
+        if self.postgresql is not None:
+            found.append(ServiceSpec("postgresql", self.postgresql.version,
+                                     self.postgresql.database))
+        if self.redis is not None:
+            found.append(ServiceSpec("redis"))
+        return tuple(found)
+
+
+def _services_mapping(value: Any) -> Any:
+    """`[postgresql, redis]` and `{postgresql: {version: 16}, redis: null}` alike, as a
+    mapping of name -> settings (a bare name or null: the defaults)."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list):
+        mapping: dict[Any, Any] = {}
+        for item in value:
+            mapping.update(item if isinstance(item, dict) else {item: {}})
+        value = mapping
+    if isinstance(value, dict):
+        return {name: {} if settings is None else settings for name, settings in value.items()}
+    return value
 
 
 class RepoConfig(BaseModel):
@@ -55,6 +102,16 @@ class RepoConfig(BaseModel):
                     "pull_request workflows do not run model-written code with the "
                     "repository's secrets until a person pushes to the branch; run: they "
                     "run on the bot's push like on anyone's.")
+    services: Services = Field(
+        default_factory=Services,
+        description="Test services (postgresql, redis) started fresh, from the worker's own "
+                    "packages, inside every sandbox of the run; DATABASE_URL, PG*, REDIS_URL "
+                    "say where (docs/SERVICES.md).")
+
+    @field_validator("services", mode="before")
+    @classmethod
+    def _services_forms(cls, value: Any) -> Any:
+        return _services_mapping(value)
 
     def limits_over(self, base: Limits) -> Limits:
         """`base` (the preset) with the budgets this file sets laid over it."""
@@ -84,6 +141,9 @@ def parse_repo_config(text: str | None) -> RepoConfig:
         for error in exc.errors():
             where = ".".join(str(part) for part in error["loc"]) or "(top level)"
             message = "unknown setting" if error["type"] == "extra_forbidden" else error["msg"]
+            if error["type"] == "extra_forbidden" and error["loc"][:1] == ("services",) \
+                    and len(error["loc"]) == 2:
+                message = "unknown service; the services are: " + ", ".join(SERVICE_NAMES)
             # YAML reads `off`, `no` as False and `yes` as True: say what it read.
             if error["type"] in ("literal_error", "int_type"):
                 message += f", not {error['input']!r}"

@@ -20,6 +20,7 @@ who hears the run; applying the decision (a local branch; a draft PR) stays thei
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from sandbox import SandboxConfig, open_sandbox
+from sandbox.services import ServiceFailed, ServiceSpec, ServiceUnavailable
 from solver.agent.harness import Harness, RunPlan
 from solver.agent.result import SolveResult
 from solver.agent.run_events import Event, EventOutput, Outputs, RunFinished
@@ -44,7 +46,7 @@ from solver.best_of import (
 )
 from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, HostRepo
 from solver.limits import PRESETS, Limits
-from solver.models.base import ModelClient
+from solver.models.base import ModelClient, Usage
 from solver.policy import bot_identity, forbidden_paths
 from solver.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from solver.report import AttemptsReport
@@ -129,16 +131,36 @@ def prepare(issue: str, workspace: Path, config: RepoConfig, *,
 def execute(plan: RunPlan, model: ModelClient, host: HostRepo, sandbox_backend: str,
             events: EventOutput, *,
             should_stop: Callable[[], bool] = lambda: False,
-            package_index: PackageIndex = NO_INDEX) -> SolveResult:
+            package_index: PackageIndex = NO_INDEX,
+            services: tuple[ServiceSpec, ...] = ()) -> SolveResult:
     """Run the plan in a sandbox over the workspace; every run ends with a result.
     `package_index` is the setup phase's network: its host-side index endpoint and the
-    hosts its proxy may reach (the URLs themselves never enter the sandbox)."""
+    hosts its proxy may reach (the URLs themselves never enter the sandbox). `services`
+    start in every sandbox of the run; one that is missing or does not start ends the
+    run before setup and the agent, as `services_failed` naming it."""
     private = host.work_tree.parent / "private"
     private.mkdir(parents=True, exist_ok=True)
-    config = SandboxConfig(workspace=host.work_tree, private_dir=private,
+    config = SandboxConfig(workspace=host.work_tree, private_dir=private, services=services,
                            **package_index.sandbox_fields())
-    with open_sandbox(sandbox_backend, config) as sandbox:
+    started = time.monotonic()
+    sandbox = open_sandbox(sandbox_backend, config)
+    try:
+        sandbox.__enter__()  # the agent's runner, and with it the services, start here
+    except (ServiceUnavailable, ServiceFailed) as exc:
+        sandbox.__exit__(None, None, None)
+        return _services_failed(plan, str(exc), time.monotonic() - started, events)
+    with sandbox:
         return Harness(model, sandbox, host, events, should_stop=should_stop).run(plan)
+
+
+def _services_failed(plan: RunPlan, error: str, seconds: float,
+                     events: EventOutput) -> SolveResult:
+    result = SolveResult(exit_reason="services_failed", tests_passed=False, diff="",
+                         test_command=plan.test_command, baseline=None, final=None,
+                         attempts=0, steps=0, usage=Usage(), seconds=seconds, error=error,
+                         setup_command=plan.setup_command, setup_note=plan.setup_note)
+    events.emit(RunFinished(result=result))
+    return result
 
 
 Action = Literal["publish", "refuse", "fail"]
@@ -159,6 +181,8 @@ def decide(result: SolveResult, config: RepoConfig) -> Decision:
     """What becomes of a finished run. A change is published only when the verdict
     accepted it, the host could read it, it is within the size limit, it is not empty
     and it touches no path the bot must never push."""
+    if result.exit_reason == "services_failed":  # the service's name and what it said
+        return Decision("fail", "failed", f"`services_failed`: {result.error}")
     if not result.tests_passed:
         return Decision("fail", "failed", f"`{result.exit_reason}`")
     snapshot = result.snapshot
@@ -347,7 +371,8 @@ class BestOf:
             if self.several:
                 events.emit(AttemptStarted(index=k, of=self.planned, seed=self.seed(k)))
             return execute(self.plan, model, host, request.sandbox_backend, events,
-                           should_stop=self.stopping, package_index=request.package_index)
+                           should_stop=self.stopping, package_index=request.package_index,
+                           services=self.config.services.specs())
 
     def run(self) -> RunOutcome:
         """Every attempt, in turn or `slots` at once; then the choice, told to `shared`."""

@@ -121,8 +121,9 @@ class VerdictRunner:
         """Copy the private area as setup left it; every harness run starts from it."""
         self.scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
         remove_tree(self.private_copy)
+        # Not services/: the live data of the agent runner's own test services.
         self.setup_left_out = copy_tree(self.config.private_dir, self.private_copy,
-                                        skip_top=frozenset({"etc"}))
+                                        skip_top=frozenset({"etc", "services"}))
         self.hooks_after_setup = startup_hooks(self.private_copy / "venv")
 
     def venv_changes(self) -> list[str]:
