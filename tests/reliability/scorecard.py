@@ -254,8 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--results", type=Path, default=results_dir())
     parser.add_argument("--out", type=Path, default=DEFAULT_SCORECARD)
+    parser.add_argument("--section", help="print this section alone (e.g. 'Real projects') "
+                        "from the results there are, and write no scorecard: a partial run "
+                        "never replaces the whole one")
     args = parser.parse_args(argv)
     records = load_records(args.results) if args.results.is_dir() else []
+    if args.section:
+        chosen = [(h, i, r) for h, i, r in _sections(records) if h == args.section]
+        print("\n".join(line for h, i, r in chosen for line in _section_lines(h, i, r)))
+        return 0 if chosen else 1
     args.out.write_text(render(records, NOT_YET_COVERED))
     print(f"wrote {args.out} ({len(records)} scenarios)")
     return 0
