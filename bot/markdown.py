@@ -20,14 +20,28 @@ from bot.inert import neutralize as neutralize
 from bot.inert import neutralize_mentions as neutralize_mentions
 from bot.inert import visible
 
-_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# What starts inline syntax anywhere in a line: code, emphasis and strikethrough, links,
+# images and footnotes, autolinks and raw HTML, entities, table cells, GitHub's math; and
+# a backslash that would escape the next character (or, last, break the line).
+_INLINE = re.compile(r"[`*_~\[\]<&|$]|\\(?=[!-/:-@\[-`{-~]|$)")
+# What starts a block at the start of a line (the rest are inline characters, escaped
+# everywhere): a heading, a quote or an alert, a list item, a thematic break, a setext
+# underline; and a number that would start an ordered list ("1." or "1)", then a space).
+_LEADING = re.compile(r"^(?=[#>+=-])|^(\d{1,9})(?=[.)](?: |$))")
 _BACKTICKS = re.compile(r"`+")
 
 
 def escape_text(text: str) -> str:
-    """One line of plain text: no Markdown syntax, no HTML, nothing GitHub autolinks."""
-    flat = visible(" ".join(text.split()))  # tabs and runs of spaces: one space
-    return _PUNCTUATION.sub(r"\\\1", neutralize(flat))
+    """One line of plain text: no Markdown syntax, no HTML, nothing GitHub autolinks.
+
+    Only what can start syntax is escaped, so a plain-text e-mail notification (GitHub
+    sends the Markdown source) shows `add()` and `tests: 2 passed`, not `add\\(\\)` and
+    `tests\\: 2 passed`: the inline characters above everywhere, and what starts a block
+    at the start of the text. tests/unit/bot/test_markdown_safety.py parses the result in
+    every context the bot puts it (a paragraph, a list item, a quote, a table cell)."""
+    flat = neutralize(visible(" ".join(text.split())))  # runs of whitespace: one space
+    escaped = _INLINE.sub(lambda match: "\\" + match.group(0), flat)
+    return _LEADING.sub(lambda match: (match.group(1) or "") + "\\", escaped, count=1)
 
 
 def quote_untrusted(text: str, max_chars: int = 4000) -> str:
@@ -36,8 +50,9 @@ def quote_untrusted(text: str, max_chars: int = 4000) -> str:
     if len(text) > max_chars:
         text = text[:max_chars].rstrip() + " … (cut)"
     lines = [escape_text(line) for line in text.splitlines()] or [""]
-    # A trailing backslash is a hard line break, so the model's lines stay lines.
-    body = [(line + "\\" if line and index < len(lines) - 1 else line)
+    # A trailing backslash is a hard line break, so the model's lines stay lines; before
+    # a blank line (a new paragraph) it would show as a backslash.
+    body = [(line + "\\" if line and index < len(lines) - 1 and lines[index + 1] else line)
             for index, line in enumerate(lines)]
     return "\n".join(f"> {line}".rstrip() for line in body)
 

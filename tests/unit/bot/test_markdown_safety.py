@@ -10,8 +10,18 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from bot.markdown import ZWSP, code_span, fence, neutralize_mentions, quote_untrusted
+from bot.inert import neutralize, visible
+from bot.markdown import (
+    ZWSP,
+    code_span,
+    escape_text,
+    fence,
+    neutralize_mentions,
+    quote_untrusted,
+)
 from bot.messages import (
     STATUS_MARKER,
     commit_message,
@@ -164,3 +174,103 @@ def test_fences_and_spans_grow_with_the_content() -> None:
     assert fence("plain").startswith("```\n")
     assert fence("a ```` b").startswith("`````\n")
     assert code_span("a ``` b") == "````a ``` b````"
+
+
+# Text built from what Markdown and GitHub act on: every ASCII punctuation character,
+# digits (ordered lists, entities), words and spaces, newlines and tabs, and the pieces
+# of links, mentions, references, entities and HTML.
+HOSTILE_PIECES = st.one_of(
+    st.sampled_from([
+        *"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "0", "1", "12", "a", "B", " ", "  ", "\t",
+        "\n", "é", "\u202e", "http://x.io",
+        "www.x.io", "@octocat", "#1", "GH-2", "&#64;", "&amp;", "<b>", "</div>", "<!--",
+        "***", "---", "===", "```", "~~~", "[x](y)", "![i](y)", "[^1]", "$x$", "1. ",
+        "2) ", "- ", "+ ", "> ", "# ", "| a |", "|---|", ":smile:", "a@b.io"]),
+    st.text(alphabet="ab ", max_size=3))
+HOSTILE_TEXT = st.lists(HOSTILE_PIECES, max_size=14).map("".join)
+INLINE_KINDS = {"text", "softbreak", "hardbreak"}
+
+
+def shown(text: str) -> str:
+    """What one line of untrusted text must read as once rendered: as written, with
+    whitespace runs one space, control characters shown, GitHub's autolinks broken."""
+    return neutralize(visible(" ".join(text.split())))
+
+
+def rendered_text(markdown: str) -> tuple[str, set[str], set[str]]:
+    """The text a reader sees, the inline token kinds and the block token kinds."""
+    parsed = tokens(markdown)
+    inline = [t for t in parsed if t.type != "inline" and not t.block]
+    blocks = {t.type for t in parsed if t.block and t.type != "inline"}
+    # A line break, or a new paragraph (a blank line in a quote), reads as a new line.
+    text = "".join("\n" if t.type in ("softbreak", "hardbreak", "paragraph_close")
+                   else "" if t.block else t.content for t in parsed if t.type != "inline")
+    return text.strip("\n"), {t.type for t in inline}, blocks
+
+
+@settings(max_examples=400, deadline=None)
+@given(HOSTILE_TEXT)
+@example("1. item")
+@example("2) item")
+@example("=== ")
+@example("+ item")
+@example("# heading")
+@example("--- ")
+@example("a\\")
+@example("\\*not emphasis*")
+@example("- [ ] task")
+@example("> [!NOTE] alert")
+def test_escaped_text_is_plain_text_in_every_context_the_bot_uses(text: str) -> None:
+    """escape_text leaves most punctuation bare (no backslash in a plain-text e-mail
+    where none is needed), so its claim is checked by parsing: at a line's start, after
+    a list marker, in a table cell, it renders as the text, nothing else."""
+    escaped = escape_text(text)
+    for markdown, container in (
+            (escaped, {"paragraph_open", "paragraph_close"}),
+            (f"Fixes #7: {escaped}", {"paragraph_open", "paragraph_close"}),
+            (f"- {escaped}\n- {escaped}", {"bullet_list_open", "bullet_list_close",
+                                            "list_item_open", "list_item_close",
+                                            "paragraph_open", "paragraph_close"}),
+            (f"| a |\n|---|\n| {escaped} |", {"table_open", "table_close", "thead_open",
+                                                "thead_close", "tbody_open", "tbody_close",
+                                                "tr_open", "tr_close", "th_open", "th_close",
+                                                "td_open", "td_close"})):
+        seen, inline, blocks = rendered_text(markdown)
+        assert inline <= INLINE_KINDS, (markdown, inline)
+        assert blocks <= container, (markdown, blocks)
+        assert live(markdown).keys() <= {"reference"} and live(markdown).get(
+            "reference", ["#7"]) == ["#7"], (markdown, live(markdown))
+        expected = shown(text)
+        if container == {"paragraph_open", "paragraph_close"} and markdown != escaped:
+            expected = f"Fixes #7: {expected}"
+        if "bullet_list_open" in container:
+            expected = f"{expected}{expected}"
+        if "table_open" in container:
+            expected = f"a{expected}"
+        assert seen.replace("\n", "") == expected.strip(), (markdown, seen)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(HOSTILE_TEXT, min_size=1, max_size=5).map("\n".join))
+@example("a heading?\n===")
+@example("a heading?\n---")
+@example("line\n\nafter a blank line")
+def test_quoted_text_is_plain_text_line_by_line(text: str) -> None:
+    quoted = quote_untrusted(text)
+    seen, inline, blocks = rendered_text(quoted)
+    assert inline <= INLINE_KINDS, (quoted, inline)
+    assert blocks <= {"blockquote_open", "blockquote_close", "paragraph_open",
+                      "paragraph_close"}, (quoted, blocks)
+    assert live(quoted) == {}, quoted
+    lines = [shown(line) for line in text.strip().splitlines()]
+    assert seen.split("\n") == [line for line in lines if line] or not text.strip(), \
+        (quoted, seen)
+
+
+def test_escaping_adds_no_backslash_where_none_is_needed() -> None:
+    """What a plain-text e-mail shows: the title and the model's words as written."""
+    assert escape_text("add() subtracts; see calc.py: 2 tests, 100% - ok?") == \
+        "add() subtracts; see calc.py: 2 tests, 100% - ok?"
+    assert escape_text("1.5 seconds, (cut) {x} = y + z") == "1.5 seconds, (cut) {x} = y + z"
+    assert escape_text("# 1. `x` *y* [z](w) <b> &amp; a|b $m$ ~s~ _u_") == \
+        "\\# 1. \\`x\\` \\*y\\* \\[z\\](w) \\<b> \\&amp; a\\|b \\$m\\$ \\~s\\~ \\_u\\_"

@@ -127,8 +127,8 @@ def test_the_pr_body_lists_every_attempt_escaped() -> None:
                                          others=LINES[:2], published=True)))
     assert "## Attempts" in body and "3 at a time" in body
     assert "This change is attempt 3" in body and "(2 lines in 1 file(s))" in body
-    assert "| 1 | 100 | failed \\(max\\_attempts\\) | 2 | 40 | 0 | 0 |" in body
-    assert "| 2 | 101 | passed\\, larger change | 4 | 170 | 22 | 2 |" in body
+    assert "| 1 | 100 | failed (max\\_attempts) | 2 | 40 | 0 | 0 |" in body
+    assert "| 2 | 101 | passed, larger change | 4 | 170 | 22 | 2 |" in body
     assert body.index("| 1 |") < body.index("| 2 |") < body.index("| 3 |")
     assert "## Attempts" not in pr_body(report(None)), "one attempt: no section"
 

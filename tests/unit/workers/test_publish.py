@@ -77,8 +77,8 @@ def report(**overrides: object) -> RunReport:
 
 def test_pr_body_has_what_a_reviewer_needs() -> None:
     body = pr_body(report())
-    assert body.startswith("Fixes #7: add\\(\\) subtracts\n"), "live, with the title"
-    for needle in ("Needs human review", "> Fixed the sign in add\\(\\)\\.",
+    assert body.startswith("Fixes #7: add() subtracts\n"), "live, with the title"
+    for needle in ("Needs human review", "> Fixed the sign in add().",
                    "`python3 -m pytest`", "**CI and secrets:**", "`[skip ci]`",
                    "before: FAIL (exit 1; 1 failed)", "after: PASS (exit 0; 2 passed)",
                    "tests/test_calc.py::test_add: failed → passed",
@@ -90,7 +90,7 @@ def test_pr_body_has_what_a_reviewer_needs() -> None:
         assert needle in body, needle
     flagged = pr_body(report(warnings=["test is now skipped: t"],
                              test_files_changed=["tests/test_calc.py"]))
-    assert "⚠️ test is now skipped\\: t" in flagged
+    assert "⚠️ test is now skipped: t" in flagged
     assert "edits or adds tests: `tests/test_calc.py`" in flagged
 
 
