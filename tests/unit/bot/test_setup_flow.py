@@ -431,3 +431,24 @@ def test_the_setup_pages_in_chromium(fake_github: FakeGitHub, env_path: Path,
         keep_screenshot(page, tmp_path / "status-home.png", min_bytes=3_000)
         assert errors == [], errors
     assert dotenv_values(env_path)["GITHUB_APP_ID"] == str(fake_github.app_id)
+
+
+def test_the_manifest_page_sends_itself_under_its_csp_in_chromium(
+        fake_github: FakeGitHub, env_path: Path) -> None:
+    """With a public URL there is nothing to read: the page posts its form to GitHub by
+    itself. Its script runs under the page's Content-Security-Policy (a nonce), and the
+    policy lets the form go to GitHub."""
+    settings = unconfigured(fake_github, FROGNANO_PUBLIC_URL="https://bot.example.com")
+    with chromium() as browser, Receiver(settings, env_path) as url:
+        page = browser.new_page()
+        blocked: list[str] = []
+        page.on("console", lambda message: blocked.append(message.text)
+                if "Content Security Policy" in message.text else None)
+        page.goto(f"{url}/?token={TOKEN}")
+        assert "content-security-policy" in page.goto(url + "/").headers
+        with page.expect_request(lambda r: "/settings/apps/new" in r.url and
+                                 r.method == "POST", timeout=10_000) as sent:
+            page.goto(url + "/setup", wait_until="commit")
+        assert json.loads(httpx.QueryParams(sent.value.post_data)["manifest"])[
+            "hook_attributes"]["url"] == "https://bot.example.com/webhooks/github"
+        assert blocked == [], blocked
