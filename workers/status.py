@@ -102,7 +102,7 @@ class RunStatus:
 class StatusProgress:
     """The status comment as an output of a run's events: the step count, throttled. With
     several attempts (solver/run.py) each started one shows its own step, or how it
-    ended. The attempts hand their events over one at a time (run_attempts' lock)."""
+    ended. The attempts hand their events over one at a time (solver.best_of.LockedOutput)."""
 
     def __init__(self, status: StatusComment, max_steps: int, attempt: int) -> None:
         self.status, self.max_steps, self.attempt = status, max_steps, attempt
