@@ -243,6 +243,19 @@ def test_retries_server_errors(client: GitHubAppClient, fake: FakeGitHub) -> Non
     assert statuses == [502, 502, 200]
 
 
+def test_a_comment_whose_answer_was_lost_is_not_posted_twice(client: GitHubAppClient,
+                                                              fake: FakeGitHub) -> None:
+    """GitHub took the POST but the connection dropped before its answer: the retry
+    finds the comment it made (`already_done`) instead of posting a second one; a 5xx
+    after GitHub acted is the same."""
+    fake.drop_next("POST", r"/issues/7/comments$", after_processing=True)
+    first = client.comment(REPO, 7, "hello")
+    assert [(c.id, c.body) for c in fake.comments(OWNER, NAME, 7)] == [(first, "hello")]
+    posts = [r for r in fake.api_requests() if r.method == "POST"
+             and r.path.endswith("/issues/7/comments")]
+    assert len(posts) == 1, "found, not posted again"
+
+
 def test_gives_up_after_max_attempts(client: GitHubAppClient, fake: FakeGitHub) -> None:
     fake.fail_next("POST", r"/issues/7/comments$", 503, times=10)
     with pytest.raises(GitHubError) as caught:
