@@ -102,6 +102,10 @@ class SandboxConfig:
     # what setup was given. Never a secret: setup runs the repository's code.
     setup_env: dict[str, str] = field(default_factory=dict)
     setup_ro_binds: list[Path] = field(default_factory=list)
+    # A host-owned venv bound read-only over the private area's `venv` (the harness's
+    # test runs: the venv as setup left it, with no copy of its thousands of files per
+    # run, and nothing the code under test can change in it); None: the private area's.
+    venv_ro: Path | None = None
     # Test services every runner of this sandbox starts fresh before its first command
     # (sandbox/services.py): `.github/frognano.yml`'s `services:`.
     services: tuple[ServiceSpec, ...] = ()

@@ -229,8 +229,9 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             # .git too: it is the sandbox's own writable copy, which the host never reads.
             chown_tree(workspace, self.uid, self.gid, skip=set())
             chown_tree(private, self.uid, self.gid, skip=set())
+        venv_ro = [self.config.venv_ro] if self.config.venv_ro is not None else []
         for path in (workspace, private, RUNNER_PATH, self._host_files,
-                     *self.config.extra_ro_binds, *self.config.setup_ro_binds):
+                     *self.config.extra_ro_binds, *self.config.setup_ro_binds, *venv_ro):
             if not reachable(path, self.uid, self.gid):
                 raise SandboxUnavailable(
                     f"{path} is not reachable by the sandbox uid {self.uid}: every parent "
@@ -293,6 +294,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
                  "--bind", str(workspace), WORKDIR]  # its .git with it: the model's own
         argv += ["--bind", str(self.config.private_dir.resolve()), PRIVATE,
                  "--ro-bind", str(RUNNER_PATH.resolve()), RUNNER_INSIDE]
+        if self.config.venv_ro is not None:
+            argv += ["--ro-bind", str(self.config.venv_ro.resolve()), f"{PRIVATE}/venv"]
         if egress is not None:
             argv += ["--ro-bind", str(egress), EGRESS_INSIDE]
         if index is not None:
@@ -404,7 +407,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         if self._host_files is None:  # used again after close()
             self._host_files = host_files(self.uid, self.gid)
         sources: list[str | Path] = [*self.prefixes, *self.config.extra_ro_binds,
-                                     *self.config.setup_ro_binds, RUNNER_PATH]
+                                     *self.config.setup_ro_binds, RUNNER_PATH,
+                                     *([self.config.venv_ro] if self.config.venv_ro else [])]
         for source in sources:
             real = Path(os.path.realpath(source))
             if any(real == root or root in real.parents for root in writable):

@@ -19,6 +19,7 @@ from sandbox.egress import NetworkLog
 from sandbox.index_endpoint import IndexEndpoint
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
 from sandbox.services import ServicePorts, service_env
+from sandbox.trees import copy_tree, remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ class LocalSandbox(RunnerBackedSandbox):
     def _prepare(self) -> None:
         for sub in ("home", "venv"):
             (self.config.private_dir / sub).mkdir(parents=True, exist_ok=True)
+        if self.config.venv_ro is not None:  # no bind at host paths: a copy instead
+            remove_tree(self.config.private_dir / "venv")
+            copy_tree(self.config.venv_ro, self.config.private_dir / "venv")
 
     def environment(self, *, network: bool = False, index_port: int = 0) -> dict[str, str]:
         private = self.config.private_dir.resolve()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox.trees import copy_tree, remove_tree
+from sandbox.trees import remove_tree
 from solver.verdict.junit_report import ReportPipe
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import BAD, Verdict
@@ -77,10 +77,7 @@ def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
     where = runner.scratch / f"{runner.runs:02d}-outside-pytest"
     workspace, private, channel = where / "workspace", where / "private", where / "channel"
     runner.repo.materialize(tree, workspace)
-    if runner.private_copy.is_dir():
-        copy_tree(runner.private_copy, private)
-    else:
-        private.mkdir(parents=True)
+    venv = runner.fresh_private(private)
     channel.mkdir(mode=0o755)
     shutil.copy(RUNNER, channel / RUNNER.name)
     token = secrets.token_hex(16)
@@ -88,7 +85,8 @@ def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
     spec = {"report": str(pipe.path), "token": token,
             "tests": [test.split("::", 1) for test in tests]}  # targets() matched PLAIN_ID
     config = dataclasses.replace(runner.config, workspace=workspace, private_dir=private,
-                                 extra_ro_binds=[*runner.config.extra_ro_binds, channel])
+                                 extra_ro_binds=[*runner.config.extra_ro_binds, channel],
+                                 venv_ro=venv)
     try:
         with runner.open_sandbox(config) as fresh:
             done = fresh.exec(_command(channel / RUNNER.name, spec), timeout=timeout)

@@ -126,6 +126,18 @@ class VerdictRunner:
                                         skip_top=frozenset({"etc", "services"}))
         self.hooks_after_setup = startup_hooks(self.private_copy / "venv")
 
+    def fresh_private(self, private: Path) -> Path | None:
+        """A test run's private area: a copy of the one setup left, but its venv, which
+        the run gets bound read-only (`SandboxConfig.venv_ro`, returned here): copying its
+        thousands of files, and removing them after, was most of the harness's own time
+        in a run (docs/BENCHMARKS.md, setup cache)."""
+        if not self.private_copy.is_dir():
+            private.mkdir(parents=True)
+            return None
+        copy_tree(self.private_copy, private, skip_top=frozenset({"venv"}))
+        venv = self.private_copy / "venv"
+        return venv if venv.is_dir() and not venv.is_symlink() else None
+
     def venv_changes(self) -> list[str]:
         """Start-up hooks the agent phase added to or changed in its venv (not used by
         the verdict, which runs with the copy; said in the result)."""
@@ -142,10 +154,7 @@ class VerdictRunner:
         where = self.scratch / f"{self.runs:02d}-{label}"
         workspace, private, channel = where / "workspace", where / "private", where / "channel"
         self.repo.materialize(tree, workspace)
-        if self.private_copy.is_dir():
-            copy_tree(self.private_copy, private)
-        else:
-            private.mkdir(parents=True)
+        venv = self.fresh_private(private)
         # Host-owned and bound read-only: the tests can write the FIFOs in it, never
         # remove, replace or rewrite them.
         channel.mkdir(mode=0o755)
@@ -158,7 +167,8 @@ class VerdictRunner:
                                 label="the pytest guard's report",
                                 max_total_bytes=GUARD_MAX_TOTAL_BYTES)
         config = dataclasses.replace(self.config, workspace=workspace, private_dir=private,
-                                     extra_ro_binds=[*self.config.extra_ro_binds, channel])
+                                     extra_ro_binds=[*self.config.extra_ro_binds, channel],
+                                     venv_ro=venv)
         try:
             with self.open_sandbox(config) as fresh:
                 before = bounded_tree_state(workspace)  # once the sandbox owns it
