@@ -338,6 +338,18 @@ def sandbox_limits() -> list[Check]:
     return [Check("sandbox limits", "ok", line) for line in describe_host()]
 
 
+def check_services(**roots: str) -> list[Check]:
+    """The test services a repository's `services:` may ask for (sandbox/services.py):
+    which this worker can start. A missing one warns: only the repositories that ask for
+    it fail, each with a comment naming it."""
+    from sandbox.services import available
+
+    package = {"postgresql": "postgresql", "redis": "redis-server"}
+    return [Check(f"service {name}", "ok" if ok else "warn", detail,
+                  f"apt-get install {package[name]} (scripts/install.sh installs it)")
+            for name, (ok, detail) in available(**roots).items()]
+
+
 def check_context(settings: BotSettings, environ: Mapping[str, str]) -> Check:
     """The context each run worker's model gets, and why: the one `frognano worker` and
     `up` choose (frognano/model_host.py), the preset's unless the memory cuts it."""
@@ -354,6 +366,7 @@ def all_checks(settings: BotSettings) -> list[Check]:
     sections: list[Callable[[], list[Check]]] = [
         lambda: [check_bubblewrap()],
         sandbox_limits,
+        check_services,
         lambda: [check_binary("git", "git", "the repo cache and the patch")],
         lambda: [check_redis(settings)],
         lambda: [check_database(settings)],

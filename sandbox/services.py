@@ -35,6 +35,8 @@ PG_PASSWORD = "postgres"  # trust authentication on loopback: said for clients t
 FAILED_MARKER = "frognano-service-failed:"
 START_SECONDS = 60.0  # initdb, start and readiness of every service, on a busy host
 LOG_TAIL_CHARS = 1500
+POSTGRES_ROOT = "/usr/lib/postgresql"  # Debian's: one <major>/bin per installed version
+REDIS_PATH = "/usr/bin:/usr/local/bin:/bin"
 
 
 class ServiceUnavailable(SandboxUnavailable):
@@ -70,10 +72,10 @@ class ServiceBinaries:
     version: str  # what doctor and the run record say
 
 
-def postgres_versions() -> dict[int, Path]:
+def postgres_versions(root: str = POSTGRES_ROOT) -> dict[int, Path]:
     """Debian's PostgreSQL clusters' binaries: major version -> its bin directory."""
     found: dict[int, Path] = {}
-    for initdb in glob.glob("/usr/lib/postgresql/*/bin/initdb"):
+    for initdb in glob.glob(f"{glob.escape(root)}/*/bin/initdb"):
         bin_dir = Path(initdb).parent
         major = bin_dir.parent.name
         if major.isdigit() and all((bin_dir / p).is_file() for p in ("postgres", "pg_isready")):
@@ -81,12 +83,12 @@ def postgres_versions() -> dict[int, Path]:
     return found
 
 
-def _resolve_postgres(spec: ServiceSpec) -> ServiceBinaries:
-    versions = postgres_versions()
+def _resolve_postgres(spec: ServiceSpec, root: str) -> ServiceBinaries:
+    versions = postgres_versions(root)
     if not versions:
         raise ServiceUnavailable(
             "service `postgresql` is not available on this worker: no PostgreSQL binaries "
-            "under /usr/lib/postgresql/*/bin (install Debian's `postgresql` package)")
+            f"under {root}/*/bin (install Debian's `postgresql` package)")
     major = spec.version if spec.version is not None else max(versions)
     if major not in versions:
         installed = ", ".join(str(v) for v in sorted(versions))
@@ -99,8 +101,8 @@ def _resolve_postgres(spec: ServiceSpec) -> ServiceBinaries:
     return ServiceBinaries(spec, programs, str(major))
 
 
-def _resolve_redis(spec: ServiceSpec) -> ServiceBinaries:
-    server = shutil.which("redis-server", path="/usr/bin:/usr/local/bin:/bin")
+def _resolve_redis(spec: ServiceSpec, path: str) -> ServiceBinaries:
+    server = shutil.which("redis-server", path=path)
     if server is None:
         raise ServiceUnavailable(
             "service `redis` is not available on this worker: no `redis-server` binary "
@@ -120,33 +122,38 @@ def _redis_version(server: str) -> str:
     return word[2:]
 
 
-def resolve(specs: tuple[ServiceSpec, ...]) -> tuple[ServiceBinaries, ...]:
+def resolve(specs: tuple[ServiceSpec, ...], *, postgres_root: str = POSTGRES_ROOT,
+            redis_path: str = REDIS_PATH) -> tuple[ServiceBinaries, ...]:
     """The host binaries of each service asked for; `ServiceUnavailable` naming the first
     one that is unknown or not installed."""
     resolved = []
     for spec in specs:
         if spec.name == "postgresql":
-            resolved.append(_resolve_postgres(spec))
+            resolved.append(_resolve_postgres(spec, postgres_root))
         elif spec.name == "redis":
-            resolved.append(_resolve_redis(spec))
+            resolved.append(_resolve_redis(spec, redis_path))
         else:
             raise ServiceUnavailable(f"unknown service `{spec.name}`; the services are: "
                                      + ", ".join(SERVICE_NAMES))
     return tuple(resolved)
 
 
-def available() -> dict[str, str]:
-    """For doctor: each service -> what runs it here, or why it cannot."""
+def available(*, postgres_root: str = POSTGRES_ROOT,
+              redis_path: str = REDIS_PATH) -> dict[str, tuple[bool, str]]:
+    """For doctor: each service -> whether it can run here, and what runs it or why not."""
     report = {}
     for name in SERVICE_NAMES:
         try:
-            found = resolve((ServiceSpec(name),))[0]
-            report[name] = f"available ({found.version})"
+            found = resolve((ServiceSpec(name),), postgres_root=postgres_root,
+                            redis_path=redis_path)[0]
         except ServiceUnavailable as exc:
-            report[name] = str(exc)
-    if "postgresql" in report and report["postgresql"].startswith("available"):
-        report["postgresql"] = "available (" + ", ".join(
-            str(v) for v in sorted(postgres_versions())) + ")"
+            report[name] = (False, str(exc))
+            continue
+        if name == "postgresql":
+            versions = ", ".join(str(v) for v in sorted(postgres_versions(postgres_root)))
+            report[name] = (True, f"PostgreSQL {versions} ({found.programs['postgres']})")
+        else:
+            report[name] = (True, f"Redis {found.version} ({found.programs['redis-server']})")
     return report
 
 

@@ -53,15 +53,19 @@ sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 # The sandbox runs the system's python3 (the worker's own Python may live where the
 # unprivileged sandbox user cannot reach); pytest and venv make Python repos work there.
+# postgresql and redis-server are also the test services a repository's `services:`
+# asks for (docs/SERVICES.md): started inside each sandbox from these binaries.
 missing=0
 for path in /usr/bin/bwrap /usr/bin/git /usr/bin/redis-server /usr/bin/python3 \
-            /usr/lib/python3/dist-packages/pytest /usr/lib/python3.*/ensurepip; do
+            /usr/lib/python3/dist-packages/pytest /usr/lib/python3.*/ensurepip \
+            /usr/lib/postgresql/*/bin/initdb; do
   [ -e "$path" ] || missing=1
 done
 if [ "$missing" = 1 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq bubblewrap git redis-server python3 python3-venv python3-pytest >/dev/null
+  $sudo apt-get install -y -qq bubblewrap git redis-server postgresql python3 python3-venv \
+    python3-pytest >/dev/null
 fi
 if [ -n "$extras" ] && { ! command -v systemd-analyze >/dev/null 2>&1 || \
                           ! [ -x /usr/bin/chromium ] || \
