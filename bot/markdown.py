@@ -29,6 +29,7 @@ _INLINE = re.compile(r"[`*_~\[\]<&|$]|\\(?=[!-/:-@\[-`{-~]|$)")
 # underline; and a number that would start an ordered list ("1." or "1)", then a space).
 _LEADING = re.compile(r"^(?=[#>+=-])|^(\d{1,9})(?=[.)](?: |$))")
 _BACKTICKS = re.compile(r"`+")
+_NAMED = re.compile(r"`([^`]+)`")  # a name in single backticks
 
 
 def escape_text(text: str) -> str:
@@ -39,17 +40,41 @@ def escape_text(text: str) -> str:
     `tests\\: 2 passed`: the inline characters above everywhere, and what starts a block
     at the start of the text. tests/unit/bot/test_markdown_safety.py parses the result in
     every context the bot puts it (a paragraph, a list item, a quote, a table cell)."""
-    flat = neutralize(visible(" ".join(text.split())))  # runs of whitespace: one space
-    escaped = _INLINE.sub(lambda match: "\\" + match.group(0), flat)
+    return _escaped(visible(" ".join(text.split())), first=True)  # whitespace: one space
+
+
+def _escaped(flat: str, first: bool) -> str:
+    """`flat` (one line, control characters shown) escaped; `first`: it starts a line."""
+    escaped = _INLINE.sub(lambda match: "\\" + match.group(0), neutralize(flat))
+    if not first:
+        return escaped
     return _LEADING.sub(lambda match: (match.group(1) or "") + "\\", escaped, count=1)
 
 
+def escape_prose(text: str) -> str:
+    """One line of words that name things in backticks, as the solver writes its warnings
+    ("both phases changed `setup.py`") and as a model writes its summary: each name a code
+    span (`code_span`), which shows as written with no backslash, and the words between
+    escaped as `escape_text` escapes them. Whatever the text holds, each piece is inert on
+    its own; an unpaired backtick is escaped. Not for a table cell, which GitHub splits at
+    a `|` even inside a code span."""
+    flat = visible(" ".join(text.split()))
+    pieces, at = [], 0
+    for match in _NAMED.finditer(flat):
+        pieces.append(_escaped(flat[at:match.start()], first=at == 0))
+        pieces.append(code_span(match.group(1)))
+        at = match.end()
+    pieces.append(_escaped(flat[at:], first=at == 0))
+    return "".join(pieces)
+
+
 def quote_untrusted(text: str, max_chars: int = 4000) -> str:
-    """A block quote showing `text` line by line as plain text, nothing live in it."""
+    """A block quote showing `text` line by line, nothing live in it: words as plain text,
+    names in backticks as code (`escape_prose`)."""
     text = text.strip()
     if len(text) > max_chars:
         text = text[:max_chars].rstrip() + " … (cut)"
-    lines = [escape_text(line) for line in text.splitlines()] or [""]
+    lines = [escape_prose(line) for line in text.splitlines()] or [""]
     # A trailing backslash is a hard line break, so the model's lines stay lines; before
     # a blank line (a new paragraph) it would show as a backslash.
     body = [(line + "\\" if line and index < len(lines) - 1 and lines[index + 1] else line)
@@ -63,8 +88,8 @@ def code_span(text: str) -> str:
     runs = [len(run) for run in _BACKTICKS.findall(content)]
     ticks = "`" * (max(runs, default=0) + 1)
     # CommonMark strips one space from each end when both ends have one; pad to keep them.
-    if not content:
-        content = " "  # all spaces: kept as they are
+    if not content.strip(" "):
+        content = content or " "  # all spaces: kept as they are
     elif content[:1] in ("`", " ") or content[-1:] in ("`", " "):
         content = f" {content} "
     return f"{ticks}{content}{ticks}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from bot.inert import neutralize, plain_line
 from bot.markdown import (
     code_span,
+    escape_prose,
     escape_text,
     fence,
     quote_untrusted,
@@ -126,7 +127,7 @@ def review_replay_failed(branch: str, head: str, reasons: list[str], output: str
              f"moved to {head[:12]} during the run. The change applies on it without a "
              "conflict, but the repository's tests, re-run on the merged result with the "
              f"test files as they are on {head[:12]}, do not pass:", "",
-             *[f"- {escape_text(r)}" for r in reasons]]
+             *[f"- {escape_prose(r)}" for r in reasons]]
     if output.strip():
         lines += ["", "Tail of the re-run:", _fence(output)]
     lines += ["", "The branch is as it was; comment `/frognano` here to try again on its "
@@ -209,8 +210,8 @@ def read_first_section(flags: list[ReadFirst], heading: str = "##") -> list[str]
         "The tests passing says nothing about these lines: no test run can tell them from "
         "a fix. The change adds, outside the tests:",
         "",
-        *[f"- {code_span(f'{flag.path}:{flag.line}')}: {escape_text(flag.what)} "
-          f"({escape_text(flag.why)})" for flag in flags],
+        *[f"- {code_span(f'{flag.path}:{flag.line}')}: {escape_prose(flag.what)} "
+          f"({escape_prose(flag.why)})" for flag in flags],
         "",
     ]
 
@@ -310,7 +311,7 @@ def _changes_section(report: RunReport, max_files: int = 30) -> list[str]:
         listed.append(f"- … and {len(files) - max_files} more")
     return [
         "## What changed",
-        "The model's own words, shown as plain text:",
+        "The model's own words (nothing in them is live):",
         "",
         quote_untrusted(report.summary or "(the model gave no summary)"),
         "",
@@ -330,11 +331,11 @@ def _verdict_section(report: RunReport) -> list[str]:
         f"- before: {report.baseline_summary}",
         f"- after: {report.final_summary} (the repository's own tests, as they are on the "
         "base branch)",
-        *([f"- {escape_text(report.new_tests)} (the model's own tests, reported, never "
+        *([f"- {escape_prose(report.new_tests)} (the model's own tests, reported, never "
            "counted)"] if report.new_tests else []),
         *baseline_failures_lines(report.preexisting, report.flaky, report.evidence),
-        *[f"- {escape_text(note)}" for note in report.verdict_notes],
-        *([f"- setup {escape_text(report.setup_note)}: {code_span(report.setup_command)}"]
+        *[f"- {escape_prose(note)}" for note in report.verdict_notes],
+        *([f"- setup {escape_prose(report.setup_note)}: {code_span(report.setup_command)}"]
           if report.setup_note else []),
         "",
         "Tests that changed state:",
@@ -367,7 +368,7 @@ def _reproduce_section(report: RunReport) -> list[str]:
 
 def _cautions_section(report: RunReport) -> list[str]:
     """Cautions and flags: what no test run tells, the run's warnings, CI."""
-    warnings = [f"- ⚠️ {escape_text(w)}" for w in report.warnings]
+    warnings = [f"- ⚠️ {escape_prose(w)}" for w in report.warnings]
     return [
         "## Cautions",
         *read_first_section(report.read_first, heading="###"),
@@ -389,7 +390,7 @@ def _run_section(report: RunReport) -> list[str]:
 def pr_body(report: RunReport) -> str:
     """What changed and why → the verdict → how to reproduce → cautions and flags → the
     run. `Fixes #N` stays first and live: GitHub closes the issue on merge."""
-    title = f": {escape_text(report.issue_title)}" if report.issue_title.strip() else ""
+    title = f": {escape_prose(report.issue_title)}" if report.issue_title.strip() else ""
     pointer = ([f"⚠️ **Read this first**, below: {len(report.read_first)} line(s) that no "
                 "test run can tell from a fix.", ""] if report.read_first else [])
     return "\n".join([
@@ -479,7 +480,7 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
     if report.refusals:
         lines += ["", "The verdict refused the change (only the repository's own, "
                       "untouched tests count):",
-                  *[f"- {escape_text(r)}" for r in report.refusals]]
+                  *[f"- {escape_prose(r)}" for r in report.refusals]]
     if report.read_first:
         lines += ["", *read_first_section(report.read_first)]
     if report.final_output.strip():

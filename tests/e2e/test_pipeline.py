@@ -111,7 +111,7 @@ def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,
     # CI does not run model-written code with secrets by default (ci: skip).
     assert git(clone, "log", "-1", "--format=%s").strip() == "add() subtracts [skip ci]"
     assert "**CI and secrets:**" in pull.body
-    assert "> Fixed \\`add\\` to return the sum." in pull.body  # quoted, inert
+    assert "> Fixed `add` to return the sum." in pull.body  # quoted, its name as code
     reads_in_the_reviewers_order(pull.body)
     reproduce_as_printed(pull.body, stack.fake.repo(OWNER, "calc").bare_path, tmp_path)
 

@@ -17,6 +17,7 @@ from bot.inert import neutralize, visible
 from bot.markdown import (
     ZWSP,
     code_span,
+    escape_prose,
     escape_text,
     fence,
     neutralize_mentions,
@@ -140,7 +141,7 @@ def test_the_pr_body_has_only_the_bots_own_links() -> None:
 
 @pytest.mark.parametrize("path", [
     "a`b.py", "``", "`", "x\ny.md", " lead and trail ", "@octocat/notes.md",
-    f"docs/[x]({EVIL}).md", "```\n## heading", "",
+    f"docs/[x]({EVIL}).md", "```\n## heading", "", " ", "   ",
 ])
 def test_a_code_span_shows_any_path_as_written(path: str) -> None:
     inline = [t for t in tokens(code_span(path)) if t.type == "code_inline"]
@@ -202,10 +203,17 @@ def rendered_text(markdown: str) -> tuple[str, set[str], set[str]]:
     parsed = tokens(markdown)
     inline = [t for t in parsed if t.type != "inline" and not t.block]
     blocks = {t.type for t in parsed if t.block and t.type != "inline"}
-    # A line break, or a new paragraph (a blank line in a quote), reads as a new line.
+    # A line break, or a new paragraph (a blank line in a quote), reads as a new line;
+    # a code span as the name in backticks it shows.
     text = "".join("\n" if t.type in ("softbreak", "hardbreak", "paragraph_close")
-                   else "" if t.block else t.content for t in parsed if t.type != "inline")
+                   else "" if t.block else f"`{t.content}`" if t.type == "code_inline"
+                   else t.content for t in parsed if t.type != "inline")
     return text.strip("\n"), {t.type for t in inline}, blocks
+
+
+def as_written(text: str) -> str:
+    """A line as its reader should see it, less the zero-width spaces that break links."""
+    return visible(" ".join(text.split())).replace(ZWSP, "")
 
 
 @settings(max_examples=400, deadline=None)
@@ -256,15 +264,40 @@ def test_escaped_text_is_plain_text_in_every_context_the_bot_uses(text: str) -> 
 @example("a heading?\n---")
 @example("line\n\nafter a blank line")
 def test_quoted_text_is_plain_text_line_by_line(text: str) -> None:
+    """The model's summary: each line as written, names in backticks as code."""
     quoted = quote_untrusted(text)
     seen, inline, blocks = rendered_text(quoted)
-    assert inline <= INLINE_KINDS, (quoted, inline)
+    assert inline <= INLINE_KINDS | {"code_inline"}, (quoted, inline)
     assert blocks <= {"blockquote_open", "blockquote_close", "paragraph_open",
                       "paragraph_close"}, (quoted, blocks)
     assert live(quoted) == {}, quoted
-    lines = [shown(line) for line in text.strip().splitlines()]
-    assert seen.split("\n") == [line for line in lines if line] or not text.strip(), \
-        (quoted, seen)
+    lines = [as_written(line) for line in text.strip().splitlines()]
+    assert seen.replace(ZWSP, "").split("\n") == [line for line in lines if line] \
+        or not text.strip(), (quoted, seen)
+
+
+@settings(max_examples=400, deadline=None)
+@given(HOSTILE_TEXT)
+@example("both phases changed `setup.py`: the change keeps the agent's")
+@example("`@octocat` and `#1` and `https://x.io` `` ` `")
+@example("a\\`b` c")
+@example("` lead` `trail ` ` `")
+def test_prose_names_are_code_and_the_words_plain_text(text: str) -> None:
+    """escape_prose in every context the bot puts a warning or note: code spans for the
+    names, the words as text, nothing live. Never in a table cell: GitHub splits a cell at
+    a `|` inside a code span too (escape_text escapes it)."""
+    escaped = escape_prose(text)
+    paragraph = {"paragraph_open", "paragraph_close"}
+    item = paragraph | {"bullet_list_open", "bullet_list_close", "list_item_open",
+                        "list_item_close"}
+    for markdown, container, prefix in ((escaped, paragraph, ""),
+                                        (f"- ⚠️ {escaped}", item, "⚠️ ")):
+        seen, inline, blocks = rendered_text(markdown)
+        assert inline <= INLINE_KINDS | {"code_inline"}, (markdown, inline)
+        assert blocks <= container, (markdown, blocks)
+        assert live(markdown) == {}, (markdown, live(markdown))
+        assert seen.replace(ZWSP, "").replace("\n", "") == \
+            (prefix + as_written(text)).strip(), (markdown, seen)
 
 
 def test_escaping_adds_no_backslash_where_none_is_needed() -> None:

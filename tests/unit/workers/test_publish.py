@@ -88,9 +88,15 @@ def test_pr_body_has_what_a_reviewer_needs() -> None:
                    "- `calc.py` (+1 −1)", "- `tests/test_calc.py` (+6 −0)",
                    "- `logo.png` (binary)"):
         assert needle in body, needle
-    flagged = pr_body(report(warnings=["test is now skipped: t"],
-                             test_files_changed=["tests/test_calc.py"]))
+    flagged = pr_body(report(warnings=["test is now skipped: t", "left out of the change: "
+                                       "`vendor/@lib` (a nested git repository)"],
+                             test_files_changed=["tests/test_calc.py"],
+                             issue_title="`add()` subtracts"))
     assert "⚠️ test is now skipped: t" in flagged
+    # Names in backticks are code spans, with no backslash for an e-mail to show.
+    assert "- ⚠️ left out of the change: `vendor/@\u200blib` (a nested git repository)" \
+        in flagged
+    assert flagged.startswith("Fixes #7: `add()` subtracts\n")
     assert "edits or adds tests: `tests/test_calc.py`" in flagged
 
 
