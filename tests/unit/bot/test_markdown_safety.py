@@ -282,6 +282,8 @@ def test_quoted_text_is_plain_text_line_by_line(text: str) -> None:
 @example("`@octocat` and `#1` and `https://x.io` `` ` `")
 @example("a\\`b` c")
 @example("` lead` `trail ` ` `")
+@example("# `h` a heading?")
+@example("1. `x` a list?")
 def test_prose_names_are_code_and_the_words_plain_text(text: str) -> None:
     """escape_prose in every context the bot puts a warning or note: code spans for the
     names, the words as text, nothing live. Never in a table cell: GitHub splits a cell at
