@@ -181,8 +181,10 @@ def decide(result: SolveResult, config: RepoConfig) -> Decision:
     """What becomes of a finished run. A change is published only when the verdict
     accepted it, the host could read it, it is within the size limit, it is not empty
     and it touches no path the bot must never push."""
-    if result.exit_reason == "services_failed":  # the service's name and what it said
-        return Decision("fail", "failed", f"`services_failed`: {result.error}")
+    if result.exit_reason == "services_failed":
+        # The sentence naming the service; its log stays in the failure comment's output.
+        first_line = result.error.strip().splitlines()[0] if result.error.strip() else ""
+        return Decision("fail", "failed", f"`services_failed`: {first_line}")
     if not result.tests_passed:
         return Decision("fail", "failed", f"`{result.exit_reason}`")
     snapshot = result.snapshot
