@@ -2,7 +2,7 @@
 
 The loop and the harness emit events; outputs decide what to make of them: the
 transcript file writes the recorded ones as JSON lines (`record()`, the shapes the
-README's transcript table lists), the run recorder fills the run's columns, the
+transcript table in docs/TRANSCRIPT.md lists), the run recorder fills the run's columns, the
 terminal shows a progress line, the worker edits the status comment. Nobody parses a
 dict to learn what happened. Events with `kind = ""` are live only and never recorded.
 """

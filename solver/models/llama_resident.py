@@ -31,7 +31,7 @@ CPU_REPACK: tuple[CpuRepack, ...] = ("auto", "on", "off")
 
 @dataclass(frozen=True)
 class LlamaSettings:
-    """How llama.cpp runs the model (the README's settings table; the environment is read
+    """How llama.cpp runs the model (docs/SETTINGS.md; the environment is read
     into these by `bot.settings.LlamaEnvSettings`, for `solve` and the worker alike).
 
     `n_gpu_layers=-1` offloads every layer (CUDA builds; CPU builds ignore it);
@@ -396,7 +396,7 @@ def _load(path: Path, settings: LlamaSettings) -> Any:
     except ImportError:
         raise ModelLoadError(
             "llama-cpp-python is not installed: pip install llama-cpp-python "
-            "(see the README for the CUDA build)") from None
+            "(see docs/MODEL.md for the CUDA build)") from None
     import llama_cpp
 
     flash = {"auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,

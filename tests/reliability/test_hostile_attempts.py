@@ -208,7 +208,7 @@ def test_an_attempt_holding_its_process_limit_leaves_the_sibling_room(
                        "the sibling forks freely (as root each sandbox has its own uid, and "
                        "RLIMIT_NPROC counts per uid) and its fix is published")
     if os.geteuid() != 0:
-        pytest.skip("an unprivileged worker's sandboxes share its uid (README: the sandbox)")
+        pytest.skip("an unprivileged worker's sandboxes share its uid (docs/SOLVE.md, best of N)")
     started = threading.Barrier(2, timeout=60)
 
     def meet(text: str) -> Callable[[list[dict[str, Any]]], str]:
