@@ -448,15 +448,15 @@ def _kept_trees() -> set[int]:
     """The services' daemons still alive and every process below them."""
     alive = {pid for pid in Settings.kept if _stat(pid)[0] not in ("Z", "X")}
     Settings.kept = alive
-    return alive.union(*(_descendants(pid) for pid in alive)) if alive else set()
+    return alive | set(_descendants(*alive)) if alive else set()
 
 
-def _descendants(pid: int) -> list[int]:
+def _descendants(*roots: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             children.setdefault(_stat(int(entry))[1], []).append(int(entry))
-    found, todo = [], [pid]
+    found, todo = [], list(roots)
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
@@ -539,7 +539,10 @@ def run_exec(request: dict[str, Any]) -> dict[str, Any]:
     run = run_command(command, timeout, keep_bytes=max_chars, keep_tail=True,
                       wait_for_pipes=detach)
     if detach and not run.timed_out:
-        Settings.kept |= set(_live_pids()) - before - _self_and_ancestors()
+        survivors = set(_live_pids()) - before - _self_and_ancestors()
+        if Settings.reap == "group":  # the host's /proc: only what stayed in our group
+            survivors = {pid for pid in survivors if _pgid(pid) == os.getpgid(0)}
+        Settings.kept |= survivors
     result: dict[str, Any] = {"exit_code": run.returncode, "timed_out": run.timed_out,
                               "seconds": round(run.seconds, 3),
                               "truncated": bool(run.stdout.dropped or run.stderr.dropped)}

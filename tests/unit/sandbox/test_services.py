@@ -21,7 +21,13 @@ from sandbox.services import (
     resolve,
 )
 from solver.verdict.verdict_run import VerdictRunner
-from tests.support.sandbox_support import HAVE_BWRAP, make_host_repo, reachable_dir
+from tests.support.sandbox_support import (
+    HAVE_BWRAP,
+    host_pids_with,
+    make_host_repo,
+    reachable_dir,
+    wait_gone,
+)
 
 HAVE_SERVICES = bool(postgres_versions()) and os.path.exists("/usr/bin/redis-server")
 pytestmark = [pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed"),
@@ -135,3 +141,22 @@ def test_a_service_that_does_not_start_is_named_with_its_log(root: Path) -> None
     message = str(raised.value)
     assert message.startswith("service `postgresql` did not start in the sandbox"), message
     assert "memory" in message, message
+
+
+def test_unsafe_local_gives_redis_a_port_of_its_own_and_stops_it_with_the_sandbox(
+        root: Path) -> None:
+    """The host's loopback is shared there: a free port, said in REDIS_URL; the server
+    stays in the runner's process group, so a timed-out call spares it and closing the
+    sandbox leaves no server behind."""
+    host = make_host_repo(root, {"README.md": "shop\n"})
+    config = SandboxConfig(workspace=host.work_tree, private_dir=root / "private",
+                           services=(ServiceSpec("redis"),))
+    with open_sandbox("unsafe-local", config) as sandbox:
+        url = sandbox.exec("echo $REDIS_URL").stdout.strip()
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        assert port != 6379 and url == f"redis://127.0.0.1:{port}/0"
+        slow = sandbox.run_tool("Bash", {"command": "sleep 30", "timeout": 1})
+        assert slow.startswith("Timed out"), slow
+        assert "PONG" in sandbox.exec('redis-cli -u "$REDIS_URL" PING').stdout
+        assert host_pids_with(f"redis-server 127.0.0.1:{port}")
+    assert wait_gone(f"redis-server 127.0.0.1:{port}") == []
