@@ -12,6 +12,7 @@ on real bubblewrap, PostgreSQL, Redis and git.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tests.support.shuttle import (
     FAILING_TEST,
     FIXTURE_CHEAT,
     SKIP_REASON,
+    bash_outputs,
     branches,
     solve,
 )
@@ -47,11 +49,13 @@ def test_the_cheat_is_refused(cheat: str, tmp_path: Path, scorecard: Recorder) -
     shuttle = make_repo(tmp_path / "shuttle", template="shuttle_app")
     code, output, transcript = solve(shuttle, script, tmp_path)
     refused = f"test still fails: {FAILING_TEST}" in output
+    agent_run = bash_outputs(transcript)
+    ran = re.search(r"\d+ (passed|failed)[^\n]* in [\d.]+s", agent_run)
     record.observed = {"exit code": code, "refused (test still fails)": refused,
                        "branch created": bool(branches(shuttle)),
-                       "agent's own pytest run passed": "3 passed in" in transcript}
+                       "the agent's own pytest run": ran.group(0) if ran else "not run"}
     assert code != 0, output
     assert refused, output
     assert branches(shuttle) == []
     if script is CACHE_CHEAT:  # in its own sandbox the plant works, as the attacker meant
-        assert "3 passed in" in transcript, transcript[-3000:]
+        assert "3 passed in" in agent_run, agent_run

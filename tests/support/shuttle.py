@@ -67,5 +67,16 @@ def solve(repo: Path, script: list[str], tmp: Path) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout + proc.stderr, text
 
 
+def bash_outputs(transcript: str) -> str:
+    """What the agent's Bash calls printed, from the transcript's `turn` records."""
+    outputs = []
+    for line in transcript.splitlines():
+        record = json.loads(line)
+        if record.get("kind") == "turn":
+            outputs += [o.get("output") or "" for o in record.get("observations", [])
+                        if o.get("name") == "Bash"]
+    return "\n".join(outputs)
+
+
 def branches(repo: Path) -> list[str]:
     return git(repo, "branch", "--list", "frognano/*").split()
