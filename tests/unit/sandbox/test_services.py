@@ -160,3 +160,12 @@ def test_unsafe_local_gives_redis_a_port_of_its_own_and_stops_it_with_the_sandbo
         assert "PONG" in sandbox.exec('redis-cli -u "$REDIS_URL" PING').stdout
         assert host_pids_with(f"redis-server 127.0.0.1:{port}")
     assert wait_gone(f"redis-server 127.0.0.1:{port}") == []
+
+
+def test_setup_has_an_instance_of_its_own(root: Path) -> None:
+    """Setup's one-shot sandbox (the phase with network) starts its own services: a
+    migration there works, and is not in the agent's instance."""
+    with _sandbox(root) as sandbox:
+        setup = sandbox.exec(TOUCH, network=True)
+        assert setup.ok and "rows=1 hits=1" in setup.stdout, setup.stdout + setup.stderr
+        assert "rows=1 hits=1" in sandbox.run_tool("Bash", {"command": TOUCH})
