@@ -320,8 +320,15 @@ def _changes_section(report: RunReport, max_files: int = 30) -> list[str]:
     ]
 
 
+def _changed_test(line: str) -> str:
+    """`test id: before → after`: the id as code, the states (the bot's words) as text; a
+    test id may hold ": " itself, the states never do."""
+    test, _, states = line.rpartition(": ")
+    return f"- {code_span(test)}: {escape_text(states)}" if test else f"- {code_span(line)}"
+
+
 def _verdict_section(report: RunReport) -> list[str]:
-    changes = [f"- {code_span(c)}" for c in report.changed_tests] or ["- (none reported)"]
+    changes = [_changed_test(c) for c in report.changed_tests] or ["- (none reported)"]
     coverage = ("The change edits or adds tests: " + ", ".join(
         code_span(p) for p in report.test_files_changed) if report.test_files_changed
                 else "⚠️ The change adds or edits no test: check that the fix is covered.")

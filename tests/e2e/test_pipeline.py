@@ -88,7 +88,7 @@ def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,
     assert pull.draft and pull.head == "frognano/issue-1" and pull.base == "main"
     assert pull.title == "[FrogNano] add() subtracts"
     assert pull.body.startswith("Fixes #1: ") and "Needs human review" in pull.body
-    assert "tests/test_calc.py::test_add: failed → passed" in pull.body
+    assert "- `tests/test_calc.py::test_add`: failed → passed" in pull.body
     assert "https://frognano.example/runs/octo/calc/1/1" in pull.body
     wait_for(lambda: pull.requested_reviewers == [MAINTAINER], message="a review request")
     wait_for(lambda: "needs-human-review" in stack.fake.issue_labels(OWNER, "calc", pull.number),

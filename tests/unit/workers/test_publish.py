@@ -81,7 +81,7 @@ def test_pr_body_has_what_a_reviewer_needs() -> None:
     for needle in ("Needs human review", "> Fixed the sign in add().",
                    "`python3 -m pytest`", "**CI and secrets:**", "`[skip ci]`",
                    "before: FAIL (exit 1; 1 failed)", "after: PASS (exit 0; 2 passed)",
-                   "tests/test_calc.py::test_add: failed → passed",
+                   "- `tests/test_calc.py::test_add`: failed → passed",
                    "5 steps, 1 attempt(s), 321 tokens", "FrogNano-4B-2609-Q4_K_M.gguf",
                    "[transcript](https://bot.example/runs/o/r/7/1)", "- [ ] The tests cover",
                    "adds or edits no test", "**3 files (1 binary), +7 −1**",
