@@ -158,7 +158,8 @@ class Harness:
             return self._finish("setup_failed", None, 0, error=setup_failure)
         self.events.emit(TestsStarted(phase="baseline", command=plan.test_command))
         try:
-            self.runner.capture_setup()
+            cache = self.setup_cache  # its entry's venv, linked: no copy of it here
+            self.runner.capture_setup(cache.link_venv if cache is not None else None)
             baseline = self.runner.baseline(limits.test_timeout)
         except _TEST_RUN_FAILURES as exc:
             return self._finish("tool_error", None, 0,
@@ -176,12 +177,12 @@ class Harness:
         for it (`HostRepo.distrust_setup`), then hand the agent phase the run's real start
         (`HostRepo.finish_setup`); why either failed, or ""."""
         command, note = self.plan.setup_command or "", self.plan.setup_note
-        setup = None
+        setup, self.setup_cache = None, None
         if command:
             self.events.emit(SetupStarted(command=command))
             limits = self.plan.limits
             # The setup cache (venv_cache.py): a hit restores what this setup made before.
-            cache = venv_cache.for_run(self.sandbox, self.repo, command)
+            cache = self.setup_cache = venv_cache.for_run(self.sandbox, self.repo, command)
             setup = cache.restore() if cache is not None else None
             try:
                 setup = setup or self.sandbox.exec(

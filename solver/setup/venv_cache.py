@@ -58,6 +58,11 @@ ENTRIES = "entries"
 IN_USE_SECONDS = 600.0
 WORKSPACE_MAX_ENTRIES = 300_000  # the walks before and after setup (verdict_run's bound)
 WALK_MAX_SECONDS = 60.0
+# The installer's own byte code, left out of an entry: a venv's pip and setuptools are
+# ~720 of its ~1,700 files, never imported by a test run, and every file a hit copies
+# costs an inode (1.4 ms each on the benchmark's disk); Python compiles them in memory
+# on the rare import (the sandbox sets PYTHONDONTWRITEBYTECODE).
+INSTALLER_PACKAGES = frozenset({"pip", "setuptools", "pkg_resources", "_distutils_hack"})
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -140,6 +145,7 @@ class SetupCache:
     why_off: str = ""
     before: dict[str, tuple[int, int, int, int]] | None = None
     hit: bool = False
+    stored: bool = False  # this run's setup made the entry
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -180,12 +186,44 @@ class SetupCache:
             if self.entry is not None and self.before is not None:
                 line = _store(self.entry, self.venv, self.workspace, self.before,
                               self.sources.cache_max_bytes)
+                self.stored = line.startswith("setup cache: stored")
             evict(self.sources, keep=self.entry)
         except OSError as exc:  # a full disk: the run goes on, uncached
             line = f"setup cache: not stored ({exc})"
         if not line:
             return result
         return dataclasses.replace(result, stdout=f"{result.stdout.rstrip()}\n{line}\n")
+
+
+    def link_venv(self, dest: Path) -> bool:
+        """`dest` (new) a tree of hard links to the entry's venv, for the harness's
+        host-only copy of the private area, which test runs bind read-only (never the
+        agent's venv: that one is a fresh copy the sandbox owns). Only for an entry that
+        holds this run's venv as setup left it; False when there is none or it failed."""
+        entry = self.entry
+        if entry is None or not (self.hit or self.stored):
+            return False
+        try:
+            link_tree(entry / "venv", dest)
+        except (OSError, TreeTooLarge):
+            remove_tree(dest)
+            return False
+        return True
+
+
+def link_tree(src: Path, dest: Path) -> None:
+    """`dest` made anew with `src`'s directories, its files as hard links and its
+    links as links (a host-owned tree: the cache's)."""
+    os.mkdir(dest, 0o700)
+    for path, info in walk_tree(src, max_entries=10_000_000, max_seconds=600.0):
+        target = dest / path
+        if stat.S_ISDIR(info.st_mode):
+            os.mkdir(target, stat.S_IMODE(info.st_mode) & 0o777)
+        elif stat.S_ISLNK(info.st_mode):
+            os.symlink(os.readlink(src / path), target)
+        elif stat.S_ISREG(info.st_mode):
+            os.link(src / path, target, follow_symlinks=False)
+    os.chmod(dest, stat.S_IMODE(os.lstat(src).st_mode) & 0o777)
 
 
 def for_run(sandbox: Any, repo: HostRepo, command: str) -> SetupCache | None:
@@ -270,6 +308,7 @@ def _store(entry: Path, venv: Path, workspace: Path,
     scratch = Path(tempfile.mkdtemp(prefix=".new-", dir=entry.parent))
     try:
         left_out = copy_tree(venv, scratch / "venv")
+        drop_installer_bytecode(scratch / "venv")
         left_out += _copy_writes(workspace, written, scratch / "workspace")
         size = _tree_bytes(scratch)
         if left_out:
@@ -285,6 +324,18 @@ def _store(entry: Path, venv: Path, workspace: Path,
         return f"setup cache: stored as entry {entry.name[:12]} ({size / 1024**2:.1f} MiB)"
     finally:
         remove_tree(scratch)
+
+
+def drop_installer_bytecode(venv: Path) -> None:
+    """Remove the `__pycache__` folders of INSTALLER_PACKAGES from a venv (host-owned)."""
+    for site in venv.glob("lib*/python*/site-packages"):
+        if site.is_symlink() or not site.is_dir():
+            continue
+        for name in INSTALLER_PACKAGES:
+            package = site / name
+            if package.is_dir() and not package.is_symlink():
+                for cache in [p for p in package.rglob("__pycache__") if not p.is_symlink()]:
+                    remove_tree(cache)
 
 
 def _copy_writes(workspace: Path, written: list[str], dest: Path) -> list[str]:

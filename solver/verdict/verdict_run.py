@@ -117,13 +117,20 @@ class VerdictRunner:
         self.hooks_after_setup: dict[str, int] = {}
         self.setup_left_out: list[str] = []  # FIFOs, devices, too deep: not in the copy
 
-    def capture_setup(self) -> None:
-        """Copy the private area as setup left it; every harness run starts from it."""
+    def capture_setup(self, venv_from: Callable[[Path], bool] | None = None) -> None:
+        """Copy the private area as setup left it; every harness run starts from it.
+        `venv_from(dest)` may make the copy's venv instead (the setup cache links its
+        entry's files: the test runs bind it read-only); when it cannot, it is copied."""
         self.scratch.mkdir(mode=0o755, parents=True, exist_ok=True)
         remove_tree(self.private_copy)
         # Not services/: the live data of the agent runner's own test services.
+        skip = {"etc", "services"} | ({"venv"} if venv_from is not None else set())
         self.setup_left_out = copy_tree(self.config.private_dir, self.private_copy,
-                                        skip_top=frozenset({"etc", "services"}))
+                                        skip_top=frozenset(skip))
+        venv = self.config.private_dir / "venv"
+        if venv_from is not None and not venv_from(self.private_copy / "venv") \
+                and venv.is_dir() and not venv.is_symlink():
+            self.setup_left_out += copy_tree(venv, self.private_copy / "venv")
         self.hooks_after_setup = startup_hooks(self.private_copy / "venv")
 
     def fresh_private(self, private: Path) -> Path | None:
