@@ -9,15 +9,11 @@ import dataclasses
 import os
 import re
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from starlette.testclient import TestClient
 
 from bot.app import create_app
@@ -39,13 +35,12 @@ from solver.models.base import Usage
 from solver.verdict.change_flags import ChangeFlag
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import Verdict
-from tests.support.chromium import keep_screenshot
+from tests.support.chromium import chromium, keep_screenshot, serve_app
 from tests.support.redis_server import RedisServer
 from tests.support.run_events import finished, ran_tests, started, turn
 from workers.run_recording import RunRecorder
 
 TOKEN = "dashboard-token-for-tests"
-CHROMIUM = Path("/usr/bin/chromium")
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 DIFF = """diff --git a/calc.py b/calc.py
 --- a/calc.py
@@ -267,29 +262,11 @@ def test_healthz_checks_the_database_and_metrics_come_from_runs(
 # --- in a real browser --------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def served(store: RunStore, redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
     app = make_app(store, redis_server, tmp_path, FROGNANO_DASHBOARD_TOKEN=TOKEN)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serve_app(app) as url:
+        yield url
 
 
 # The browser sees HTML only; the queries behind it run on both backends above.
@@ -298,17 +275,8 @@ BROWSER_BACKEND = pytest.mark.parametrize("database_url", ["sqlite"], indirect=T
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as launched:
+        yield launched
 
 
 @BROWSER_BACKEND
