@@ -248,6 +248,9 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
             attempts: RunOutcome, title: str = "") -> RunReport:
     url = (f"{rt.public_url.rstrip('/')}/runs/{trigger.owner}/{trigger.repo}/"
            f"{trigger.issue_number}/{generation}" if rt.public_url else None)
+    verdict = result.verdict
+    # Failing before and after, or flaky: the PR lists them apart, never as the change's.
+    excused = {*verdict.preexisting, *verdict.flaky} if verdict else set()
     return RunReport(
         issue_number=trigger.issue_number, exit_reason=result.exit_reason,
         test_command=result.test_command,
@@ -273,7 +276,10 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         changed_files=[ChangedFile(*stat) for stat in attempts.host.numstat(
             result.snapshot.tree)] if result.snapshot else [],
         still_failing=sorted(t for t, state in (result.final.tests if result.final else {})
-                             .items() if state in ("failed", "error")),
+                             .items() if state in ("failed", "error") and t not in excused),
+        preexisting=list(verdict.preexisting) if verdict else [],
+        flaky=list(verdict.flaky) if verdict else [],
+        evidence=list(verdict.evidence) if verdict else [],
     )
 
 

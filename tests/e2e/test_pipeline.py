@@ -76,6 +76,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-moved")
         stack.add_calc_repo("calc-review-fails")
         stack.add_calc_repo("calc-close-pr")
+        stack.add_calc_repo("calc-preexisting", {"tests/test_zone.py": (
+            "def test_newest_zone():\n    assert False, 'this host lacks the zone'\n")})
         yield stack
 
 
@@ -166,6 +168,20 @@ def reproduce_as_printed(body: str, bare: Path, tmp_path: Path) -> None:
     ran = sh(test_command)
     assert ran.returncode == 0, ran.stdout[-2000:]
     assert "PASSED tests/test_calc.py::test_add" in ran.stdout, ran.stdout[-2000:]
+
+
+def test_a_failure_before_and_after_is_listed_not_blamed(stack: Stack) -> None:
+    """Issue 20 §4 through the worker: a test failing at baseline for a reason of its own
+    does not block the honest fix; the PR says it failed before and after, and does not
+    list it as the change's."""
+    assert stack.label("calc-preexisting", 1).status_code == 202
+    [pull] = wait_for(lambda: stack.fake.pulls(OWNER, "calc-preexisting"), message="a draft PR")
+    headline = pull.body.split("\n## ", 1)[0]  # before the first section
+    assert "1 test(s) failing before and after, not caused by this change" in headline, \
+        pull.body
+    assert "`tests/test_zone.py::test_newest_zone`" in pull.body
+    assert "- `tests/test_calc.py::test_add`: failed → passed" in pull.body
+    assert "Still failing" not in pull.body
 
 
 def test_retry_from_a_writer_updates_the_same_pr(stack: Stack) -> None:
