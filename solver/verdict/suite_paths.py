@@ -132,27 +132,8 @@ def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | Non
             plan.model_tests.append(path)
             if base is None and read_candidate(path) is not None:
                 plan.new_test_files.append(path)
-        elif name in SECTIONED_CONFIG:
-            candidate = read_candidate(path)
-            before = pytest_section(name, (base or b"").decode("utf-8", "replace"))
-            after = pytest_section(name, (candidate or b"").decode("utf-8", "replace"))
-            if before != after:
-                section = "[tool.pytest]" if name == "pyproject.toml" else "[tool:pytest]"
-                plan.refusals.append(
-                    f"the change edits the pytest configuration ({section} in {path}); "
-                    "the verdict uses the repository's own test configuration: leave it "
-                    "as it is")
-        elif base is None and (module := shadows_runner(path, taken)):
-            plan.refusals.append(f"the change adds {path}, which would shadow `{module}` "
-                                 "when the tests run")
-        elif name in START_UP_NAMES:
-            plan.refusals.append(f"the change adds or edits {path}: Python runs a "
-                                 f"{name} at start-up from any folder on its path, before "
-                                 "the tests")
-        elif METADATA_DIR.search(path) or name == "entry_points.txt":
-            plan.refusals.append(f"the change adds packaging metadata ({path}): "
-                                 "importlib.metadata reads it from the tree, and an entry "
-                                 "point there is a plugin pytest loads")
+        elif refusal := _refusal(path, base, read_candidate, taken):
+            plan.refusals.append(refusal)
         if name in PACKAGING_FILES and (_text(read_candidate(path)).count("pytest11")
                                         > _text(base).count("pytest11")):
             plan.refusals.append(f"the change adds a pytest11 entry point in {path}: a "
@@ -166,6 +147,31 @@ def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | Non
             if material is not None:
                 _library_tests(plan, path, base, read_candidate, material)
     return plan
+
+
+def _refusal(path: str, base: bytes | None, read_candidate: Callable[[str], bytes | None],
+             taken: frozenset[str]) -> str | None:
+    """Why a change to a path that is not test material is refused, if it is: the pytest
+    section of a shared config, a module shadowing the runner, a start-up hook, or
+    packaging metadata in the tree."""
+    name = PurePosixPath(path).name
+    if name in SECTIONED_CONFIG:
+        before = pytest_section(name, _text(base))
+        after = pytest_section(name, _text(read_candidate(path)))
+        if before == after:
+            return None
+        section = "[tool.pytest]" if name == "pyproject.toml" else "[tool:pytest]"
+        return (f"the change edits the pytest configuration ({section} in {path}); the "
+                "verdict uses the repository's own test configuration: leave it as it is")
+    if base is None and (module := shadows_runner(path, taken)):
+        return f"the change adds {path}, which would shadow `{module}` when the tests run"
+    if name in START_UP_NAMES:
+        return (f"the change adds or edits {path}: Python runs a {name} at start-up from "
+                "any folder on its path, before the tests")
+    if METADATA_DIR.search(path) or name == "entry_points.txt":
+        return (f"the change adds packaging metadata ({path}): importlib.metadata reads it "
+                "from the tree, and an entry point there is a plugin pytest loads")
+    return None
 
 
 def _library_tests(plan: TreePlan, path: str, base: bytes | None,
