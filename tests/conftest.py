@@ -41,7 +41,9 @@ def make_repo(path: Path, files: dict[str, str] | None = None,
               template: str | None = None) -> Path:
     """A git repository with one commit on `main`, from a fixture folder and/or files."""
     if template:
-        shutil.copytree(FIXTURES / template, path)
+        # A developer's pytest run in the fixture leaves byte code there: never a repo file.
+        shutil.copytree(FIXTURES / template, path,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     path.mkdir(parents=True, exist_ok=True)
     for name, text in (files or {}).items():
         target = path / name
