@@ -31,7 +31,7 @@ from bot.messages import (
     refused_paths,
     status_failed,
 )
-from tests.unit.workers.test_publish import report
+from tests.unit.bot.test_messages import report
 
 markdown_it = pytest.importorskip("markdown_it")  # comes with rich, a dependency
 
