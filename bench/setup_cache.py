@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from solver.run import open_workspace
 from solver.setup.python_setup import infer_python_setup
 from solver.verdict.repo_tests import detect_test_command
+from tests.support.pip_config import pip_config
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 TARBALL = "more-itertools-11.2.1-planted.tar.gz"
@@ -81,12 +81,7 @@ class Measured:
 
 def local_sources(state: Path, *, venv_cache: bool) -> PackageSources:
     """This machine's pip index (`pip config list`), the caches under `state`."""
-    found = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                           capture_output=True, text=True, timeout=60).stdout
-    values: dict[str, list[str]] = {}
-    for line in found.splitlines():
-        key, _, value = line.partition("=")
-        values.setdefault(key.rsplit(".", 1)[-1], value.strip().strip("'\"").split())
+    values = pip_config()
     indexes = values.get("index-url", []) + values.get("extra-index-url", [])
     if not indexes:
         raise RuntimeError("pip has no index configured on this machine")

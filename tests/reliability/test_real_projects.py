@@ -25,6 +25,7 @@ from solver.models.scripted import final_answer, think_and_call
 from tests.conftest import git, unpack
 from tests.reliability.conftest import Recorder
 from tests.reliability.scorecard import REAL_PROJECT_KEY
+from tests.support.pip_config import pip_config
 from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
@@ -206,16 +207,8 @@ PROJECTS = {
 
 def _local_index() -> dict[str, str]:
     """This machine's pip index (`pip config list`), as FROGNANO_PIP_* settings."""
-    found = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                           capture_output=True, text=True, timeout=60).stdout
-    values: dict[str, str] = {}
-    for line in found.splitlines():
-        key, _, value = line.partition("=")
-        name = key.rsplit(".", 1)[-1]
-        if name in ("index-url", "extra-index-url", "find-links"):
-            values[name] = value.strip().strip("'\"")
-    return {f"FROGNANO_PIP_{name.upper().replace('-', '_')}": value
-            for name, value in values.items()}
+    return {f"FROGNANO_PIP_{name.upper().replace('-', '_')}": " ".join(value)
+            for name, value in pip_config().items()}
 
 
 def _repo(project: Project, root: Path) -> Path:

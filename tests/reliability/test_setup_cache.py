@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from solver.setup.python_setup import infer_python_setup
 from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import git, make_repo
 from tests.reliability.conftest import Recorder
+from tests.support.pip_config import pip_config
 from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
@@ -70,12 +69,7 @@ ATTACK = (f"echo 'import os' > {SITE}/zz_planted.pth; "
 def _local_sources(cache: Path) -> PackageSources:
     """This machine's pip index (`pip config list`: file:// indexes and a wheel folder),
     with the caches under `cache`."""
-    found = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                           capture_output=True, text=True, timeout=60).stdout
-    values: dict[str, list[str]] = {}
-    for line in found.splitlines():
-        key, _, value = line.partition("=")
-        values.setdefault(key.rsplit(".", 1)[-1], value.strip().strip("'\"").split())
+    values = pip_config()
     indexes = values.get("index-url", []) + values.get("extra-index-url", [])
     if not indexes:
         pytest.skip("pip has no index configured on this machine")
