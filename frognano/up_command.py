@@ -230,15 +230,10 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
     for line in checks.getvalue().splitlines():
         output.line("doctor", line)
     env = {**os.environ, "FROGNANO_STATE_DIR": str(state_dir), "PYTHONUNBUFFERED": "1"}
-    if "redis_url" in settings.model_fields_set:
-        redis_url = settings.redis_url
-        redis_text = f"{redis_url} (FROGNANO_REDIS_URL; not managed here)"
-    else:
-        started = start_private_redis(supervisor, state_dir / "redis", redis_port, env)
-        if started is None:
-            return EXIT_OK if supervisor.stops.graceful.is_set() else EXIT_FAILED
-        redis_url = started
-        redis_text = f"private, {redis_url}, append-only data in {state_dir / 'redis'}"
+    redis = _redis_for(supervisor, settings, state_dir, redis_port, env)
+    if redis is None:
+        return EXIT_OK if supervisor.stops.graceful.is_set() else EXIT_FAILED
+    redis_url, redis_text = redis
     env["FROGNANO_REDIS_URL"] = redis_url
 
     from bot.setup_flow import app_configured, new_setup_token, setup_link
@@ -259,32 +254,8 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
 
     url = f"http://{_browser_host(host)}:{port}/"
     setup_url = setup_link(settings.public_url or url, setup_token) if setup_token else url
-    missing = _missing_for_workers(settings)
-    if missing:
-        workers_text = "not started: set " + ", ".join(missing)
-        next_step = (f"open {setup_url} to create the GitHub App, set FROGNANO_MODEL "
-                     "(`frognano model pull`), then restart `frognano up`")
-        output.note("workers not started: " + ", ".join(missing) + " not configured")
-    else:
-        supervisor.add(ChildSpec("control", "worker",
-                                 [sys.executable, "-m", "frognano", "worker", "--control"],
-                                 essential=False), env)
-        # A model server (an http(s) URL) holds the GPUs itself; an in-process model is
-        # loaded by every run worker, so those are spread over the GPUs.
-        served = (settings.model or "").startswith(("http://", "https://"))
-        run_workers, placed = plan_run_workers(workers_per_gpu,
-                                               None if served else scan_gpus(os.environ))
-        for worker in run_workers:
-            supervisor.add(ChildSpec(worker.name, "worker",
-                                     [sys.executable, "-m", "frognano", "worker",
-                                      "--concurrency", "1"], essential=False),
-                           {**env, **worker.env})
-        workers_text = f"1 control worker and {placed}"
-        next_step = (f"label an issue `{settings.trigger_label}` in a repository the App "
-                     "is installed on")
-        if not settings.webhook_secret:
-            next_step = (f"set GITHUB_WEBHOOK_SECRET (or open {setup_url}); webhooks "
-                         "answer 503")
+    workers_text, next_step = _start_workers(supervisor, settings, env, workers_per_gpu,
+                                             setup_url)
     output.write(_banner(url, redis_text, workers_text, state_dir, next_step,
                          _dashboard_text(settings, url)))
 
@@ -294,6 +265,47 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
         return EXIT_FAILED
     output.note("shutting down (signal received)")
     return EXIT_OK
+
+
+def _redis_for(supervisor: Supervisor, settings: BotSettings, state_dir: Path,
+               redis_port: int | None, env: dict[str, str]) -> tuple[str, str] | None:
+    """The broker's URL and the banner's words for it: the operator's own Redis when
+    FROGNANO_REDIS_URL is set, else a private one started here (None: it did not start)."""
+    if "redis_url" in settings.model_fields_set:
+        return settings.redis_url, f"{settings.redis_url} (FROGNANO_REDIS_URL; not managed here)"
+    started = start_private_redis(supervisor, state_dir / "redis", redis_port, env)
+    if started is None:
+        return None
+    return started, f"private, {started}, append-only data in {state_dir / 'redis'}"
+
+
+def _start_workers(supervisor: Supervisor, settings: BotSettings, env: dict[str, str],
+                   workers_per_gpu: int, setup_url: str) -> tuple[str, str]:
+    """Start the control worker and the run workers when the bot is configured; the
+    banner's workers line and next step either way."""
+    missing = _missing_for_workers(settings)
+    if missing:
+        supervisor.output.note("workers not started: " + ", ".join(missing) + " not configured")
+        return ("not started: set " + ", ".join(missing),
+                f"open {setup_url} to create the GitHub App, set FROGNANO_MODEL "
+                "(`frognano model pull`), then restart `frognano up`")
+    supervisor.add(ChildSpec("control", "worker",
+                             [sys.executable, "-m", "frognano", "worker", "--control"],
+                             essential=False), env)
+    # A model server (an http(s) URL) holds the GPUs itself; an in-process model is
+    # loaded by every run worker, so those are spread over the GPUs.
+    served = (settings.model or "").startswith(("http://", "https://"))
+    run_workers, placed = plan_run_workers(workers_per_gpu,
+                                           None if served else scan_gpus(os.environ))
+    for worker in run_workers:
+        supervisor.add(ChildSpec(worker.name, "worker",
+                                 [sys.executable, "-m", "frognano", "worker",
+                                  "--concurrency", "1"], essential=False),
+                       {**env, **worker.env})
+    next_step = f"label an issue `{settings.trigger_label}` in a repository the App is installed on"
+    if not settings.webhook_secret:
+        next_step = f"set GITHUB_WEBHOOK_SECRET (or open {setup_url}); webhooks answer 503"
+    return f"1 control worker and {placed}", next_step
 
 
 # --- the receiver child -------------------------------------------------------------------

@@ -80,19 +80,28 @@ def tree_bytes(roots: Iterable[Path], max_depth: int = MAX_DEPTH, *,
                     continue
                 if len(stack) >= max_depth:
                     return UNBOUNDED
-                try:
-                    child = os.open(entry.name, _DIR, dir_fd=fd)
-                except OSError:
-                    continue
-                try:
-                    stack.append((child, os.scandir(child)))
-                except OSError:
-                    os.close(child)
+                child = _open_dir(entry.name, fd)
+                if child is not None:
+                    stack.append(child)
         finally:
             for fd, entries in stack:
                 entries.close()
                 os.close(fd)
     return total
+
+
+def _open_dir(name: str, parent: int) -> tuple[int, os._ScandirIterator[str]] | None:
+    """`name` under the directory `parent` as a descriptor and its entries, not following
+    a symlink; None when it cannot be opened (it then counts as empty)."""
+    try:
+        child = os.open(name, _DIR, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        return child, os.scandir(child)
+    except OSError:
+        os.close(child)
+        return None
 
 
 class DiskQuotaExceeded(Exception):
