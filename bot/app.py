@@ -58,7 +58,8 @@ DEFAULT_BOT_LOGIN = "frognano[bot]"
 REDIS_TIMEOUT_S = 1.0
 # Events kept as metric labels; anything else is counted as "other" to bound cardinality.
 _KNOWN_EVENTS = frozenset({"ping", "issues", "issue_comment", "pull_request",
-                           "pull_request_review", "pull_request_review_comment"})
+                           "pull_request_review", "pull_request_review_comment",
+                           "check_suite", "check_run"})
 
 
 def redis_client_for(url: str) -> redis.Redis:

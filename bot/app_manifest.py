@@ -12,13 +12,17 @@ WEBHOOK_PATH = "/webhooks/github"  # the receiver's route (bot/app.py)
 SETUP_CALLBACK_PATH = "/setup/callback"
 MAX_NAME_LENGTH = 34  # GitHub's limit on App names
 # pull_request: closing the bot's PR unmerged cancels its run (`closed` only); the review
-# events: a review or review comment on the bot's PR continues its run from the branch.
+# events: a review or review comment on the bot's PR continues its run from the branch;
+# check_suite, check_run: a failed check on the bot's own head starts a CI repair round
+# (`ci: run` repositories; GitHub sends them to an App holding `checks`).
 EVENTS = ("issues", "issue_comment", "pull_request", "pull_request_review",
-          "pull_request_review_comment")
+          "pull_request_review_comment", "check_suite", "check_run")
 # The least the bot needs. `workflows` is left out on purpose: without it GitHub refuses
 # a push that touches .github/workflows/, so a model-written change can never alter CI.
+# checks: read lists a head's check runs (GET .../commits/{ref}/check-runs); actions:
+# read downloads a failed Actions job's log (GET .../actions/jobs/{id}/logs).
 PERMISSIONS = {"metadata": "read", "issues": "write", "contents": "write",
-               "pull_requests": "write"}
+               "pull_requests": "write", "checks": "read", "actions": "read"}
 
 
 def app_manifest(public_url: str, *, name: str = "FrogNano", org: str | None = None,

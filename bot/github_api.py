@@ -175,6 +175,30 @@ class GitHubApi(Protocol):
 
     def installation_token(self, repo: RepoRef) -> str:
         """A fresh installation access token (minted just in time, never stored)."""
+    head_sha: str = ""  # the commit the branch points at
+
+
+@dataclass(frozen=True)
+class CheckRunInfo:
+    """One check run on a commit. For a GitHub Actions check run (`app_slug`
+    "github-actions") the id is the job's id, whose log the Actions API serves; other
+    apps' checks have no log, only `title`, `summary` and `text` (all untrusted)."""
+
+    id: int
+    name: str
+    status: str  # queued, in_progress, completed
+    conclusion: str | None  # failure, success, ... once completed
+    app_slug: str
+    title: str = ""
+    summary: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    author_email: str
+    committer_email: str
         ...
 
     def clone_url(self, repo: RepoRef) -> str:
@@ -235,3 +259,17 @@ class GitHubApi(Protocol):
     def bot_login(self) -> str:
         """The App's bot user login, e.g. `frognano[bot]`, to ignore our own events."""
         ...
+    def check_runs(self, repo: RepoRef, ref: str) -> list[CheckRunInfo]:
+        """Every check run on commit `ref` (checks: read)."""
+        ...
+
+    def job_log(self, repo: RepoRef, job_id: int, max_bytes: int) -> str | None:
+        """The tail of a GitHub Actions job's log, at most `max_bytes` of it (actions:
+        read; GitHub answers with a redirect to the log's download URL), or None when
+        there is none (expired, or not an Actions job)."""
+        ...
+
+    def commit(self, repo: RepoRef, ref: str) -> CommitInfo:
+        """Who wrote and committed `ref` (contents: read)."""
+        ...
+

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast, get_args
 from urllib.parse import quote, urlsplit
 
 from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
+import httpx
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import (
     GitHubException,
@@ -44,7 +45,9 @@ from bot.github_api import (
     ServerError,
     ValidationFailed,
     error_for,
+    CheckRunInfo,
 )
+    CommitInfo,
 from bot.settings import BotSettings
 from solver.retry import Backoff, Transient, with_backoff
 
@@ -424,6 +427,53 @@ class GitHubAppClient:
             raise
 
 
+    # -- checks and CI logs (issue 23 §2: the PR repairs its own CI) ------------------
+
+    def check_runs(self, repo: RepoRef, ref: str) -> list[CheckRunInfo]:
+        # The JSON, not githubkit's model: its conclusion enum lacks `startup_failure`.
+        response = self._must(
+            repo, f"GET check runs of {repo.full_name}@{ref[:12]}",
+            lambda gh: _rest(gh).checks.list_for_ref(repo.owner, repo.name, ref,
+                                                     filter_="latest", per_page=100))
+        payload: Any = response.json()
+        runs = payload.get("check_runs", []) if isinstance(payload, dict) else []
+        return [_check_run_info(run) for run in runs if isinstance(run, dict)]
+
+    def job_log(self, repo: RepoRef, job_id: int, max_bytes: int) -> str | None:
+        """GitHub answers the logs route with a 302 to a short-lived download URL; the
+        download is read as a stream and only its last `max_bytes` are kept."""
+        url = f"{self._api_url}/repos/{repo.owner}/{repo.name}/actions/jobs/{job_id}/logs"
+        what = f"GET log of job {job_id} on {repo.full_name}"
+        headers = {"Authorization": f"Bearer {self.installation_token(repo)}",
+                   "Accept": "application/vnd.github+json",
+                   "X-GitHub-Api-Version": REST_API_VERSION}
+        try:
+            with httpx.Client(timeout=self._timeout_seconds, verify=_tls_context()) as http:
+                answer = http.get(url, headers=headers, follow_redirects=False)
+                if answer.status_code in (404, 410):
+                    return None
+                location = answer.headers.get("location")
+                if answer.status_code != 302 or not location:
+                    raise error_for(f"{what}: GitHub answered {answer.status_code}",
+                                    answer.status_code, accepted_permissions=answer.headers.get(
+                                        "x-accepted-github-permissions", ""))
+                # The signed URL is the credential: no token goes to the log's host.
+                with http.stream("GET", location, follow_redirects=True) as download:
+                    if download.status_code >= 400:
+                        return None
+                    return _stream_tail(download.iter_bytes(), max_bytes)
+        except httpx.HTTPError as exc:
+            raise ServerError(f"{what}: {type(exc).__name__}") from None
+
+    def commit(self, repo: RepoRef, ref: str) -> CommitInfo:
+        data: Any = self._must(repo, f"GET commit {repo.full_name}@{ref[:12]}",
+                               lambda gh: _rest(gh).repos.get_commit(
+                                   repo.owner, repo.name, ref, per_page=1)).json()
+        person = data.get("commit", {}) if isinstance(data, dict) else {}
+        return CommitInfo(sha=str(data.get("sha", ref)),
+                          author_email=str((person.get("author") or {}).get("email", "")),
+                          committer_email=str((person.get("committer") or {}).get("email", "")))
+
 class _MayHaveActed(Transient):
     """A failure after which GitHub may have done what was asked (a 5xx, a dropped
     connection): the next try first looks for the result (`already_done`)."""
@@ -466,7 +516,28 @@ def _review_comment_info(comment: Any) -> ReviewCommentInfo:
 def _pull_info(pull: Any) -> PullInfo:
     """From githubkit's PullRequest or PullRequestSimple (same fields for these)."""
     return PullInfo(number=pull.number, url=pull.html_url, head=pull.head.ref,
-                    state=pull.state, draft=bool(pull.draft))
+                    state=pull.state, draft=bool(pull.draft), head_sha=pull.head.sha)
+
+
+def _check_run_info(run: dict[str, Any]) -> CheckRunInfo:
+    output = run.get("output") or {}
+    app = run.get("app") or {}
+    return CheckRunInfo(id=int(run["id"]), name=str(run.get("name", "")),
+                        status=str(run.get("status", "")), conclusion=run.get("conclusion"),
+                        app_slug=str(app.get("slug") or ""),
+                        title=str(output.get("title") or ""),
+                        summary=str(output.get("summary") or ""),
+                        text=str(output.get("text") or ""))
+
+
+def _stream_tail(chunks: Iterator[bytes], max_bytes: int) -> str:
+    """The last `max_bytes` of a stream, holding at most twice that at a time."""
+    kept = bytearray()
+    for chunk in chunks:
+        kept += chunk
+        if len(kept) > 2 * max_bytes:
+            del kept[:-max_bytes]
+    return bytes(kept[-max_bytes:]).decode("utf-8", errors="replace")
 
 
 def _error_details(exc: RequestFailed) -> tuple[str, tuple[str, ...]]:

@@ -265,6 +265,7 @@ class RunReport:
 
 
 def baseline_failures_headline(report: RunReport) -> list[str]:
+    ci_rounds: list[CiRoundLine] = field(default_factory=list)  # CI repairs (issue 23 §2)
     """The PR's headline line when tests fail on it that failed before it too."""
     if not (report.preexisting or report.flaky):
         return []
@@ -414,6 +415,7 @@ def pr_body(report: RunReport) -> str:
         *_reproduce_section(report),
         "",
         *_cautions_section(report),
+        *(["", *ci_rounds_section(report.ci_rounds)] if report.ci_rounds else []),
         *(["", *attempts_section(report.best_of)] if report.best_of else []),
         "",
         *_run_section(report),
@@ -554,3 +556,68 @@ def permission_missing_summary(missing: str, step: str) -> str:
             f"accessible by integration\": {step}). Grant it in the App's settings "
             f"(*Permissions & events*; the full list is in {PERMISSIONS_DOC}), accept the "
             "new permissions on the installation, then comment `/frognano retry`")
+
+
+# --- CI repairs (issue 23 §2): a red CI on the bot's own head is the next verdict --------
+
+# The label on a PR whose CI the bot stopped repairing: a person must look at it.
+NEEDS_HUMAN_LABEL = "needs-human"
+
+
+@dataclass(frozen=True)
+class CiRoundLine:
+    """One CI repair round as the PR body lists it: its number, the head whose checks
+    failed, their names (untrusted: set by the workflows) and how the round ended."""
+
+    number: int
+    head: str
+    checks: tuple[str, ...]
+    outcome: str = "running"  # a run outcome: pushed, failed, no_change, ci_not_reproduced
+
+
+def _checks_list(checks: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(code_span(name) for name in checks) or "(none listed)"
+
+
+def ci_rounds_section(rounds: list[CiRoundLine]) -> list[str]:
+    """Every CI repair round of the PR with the checks that triggered it."""
+    lines = ["## CI repairs",
+             "The repository's CI failed on a commit FrogNano pushed; each round ran the "
+             "model again from that commit with the failing checks' log tails:"]
+    for line in rounds:
+        lines.append(f"- Round {line.number} on {line.head[:12]}: {_checks_list(line.checks)}"
+                     f" → {code_span(line.outcome)}")
+    return lines
+
+
+def ci_pushed(commit: str, round_number: int, of: int, checks: list[str],
+              final_summary: str, replayed_on: str | None = None) -> str:
+    moved = (f" The branch moved during the run, so the change was replayed on "
+             f"{replayed_on[:12]} and the tests were re-run on the merged result."
+             if replayed_on else "")
+    return (f"🐸 **FrogNano** pushed {commit[:12]} on top of this branch to repair its CI "
+            f"(round {round_number} of {of}); the failing checks: {_checks_list(checks)}. "
+            f"The repository's tests after it: {escape_text(final_summary)}.{moved} The "
+            "description's test report is updated; it still needs human review.")
+
+
+def ci_gave_up(rounds: int, head: str, checks: list[str]) -> str:
+    return (f"🐸 **FrogNano** stopped repairing this pull request's CI: its checks still "
+            f"fail on {head[:12]} ({_checks_list(checks)}) after {rounds} CI repair "
+            f"round(s), the repository's `ci_fix_rounds`. Labelled `{NEEDS_HUMAN_LABEL}`: a "
+            "person must look at it; comment `/frognano <feedback>` to run it again.")
+
+
+def ci_not_reproduced(head: str, checks: list[str], test_command: str) -> str:
+    return (f"🐸 **FrogNano** cannot reproduce this pull request's CI failure: the "
+            f"repository's tests ({code_span(test_command)}) pass on {head[:12]} in the "
+            f"bot's sandbox, so the failing checks ({_checks_list(checks)}) test something "
+            f"the bot does not run. Nothing was pushed; labelled `{NEEDS_HUMAN_LABEL}`: a "
+            "person must look at it.")
+
+
+def ci_not_repaired(round_number: int, of: int, checks: list[str], reason: str) -> str:
+    return (f"🐸 **FrogNano** did not repair this pull request's CI (round {round_number} "
+            f"of {of}; the failing checks: {_checks_list(checks)}): {neutralize(reason)}. "
+            f"The branch is as it was; labelled `{NEEDS_HUMAN_LABEL}`: a person must look "
+            "at it.")

@@ -21,7 +21,10 @@ CONTROL_QUEUE_SUFFIX = "-control"  # accept tasks: fast, never behind a GPU run
 # that stops the issue's queued or running run at its next step.
 # review: on the bot's PR, a review requesting changes or a `/frognano …` comment (a
 # writer's); the run starts from the PR branch's head with the feedback as guidance.
-TriggerKind = Literal["label", "retry", "cancel", "closed", "review"]
+# ci: a failed check suite or check run on the bot's own head commit of its PR, in a
+# repository with `ci: run`; a review-like run from that head with the failing checks'
+# names and log tails as guidance (workers/ci_repair.py).
+TriggerKind = Literal["label", "retry", "cancel", "closed", "review", "ci"]
 STOP_KINDS: tuple[TriggerKind, ...] = ("cancel", "closed")
 
 
@@ -43,6 +46,7 @@ class Trigger:
     review_comment_id: int | None = None  # the `/frognano` review comment, to reply to
 
     @property
+    head_sha: str | None = None  # ci: the PR head commit whose checks failed
     def issue_key(self) -> str:
         return f"{self.owner}/{self.repo}#{self.issue_number}"
 

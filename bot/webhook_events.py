@@ -15,6 +15,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bot.ci_checks import FAILED as CHECK_FAILED
+from bot.ci_checks import is_bots_commit
+from bot.github_api import CommitInfo
 from bot.triggers import Trigger, TriggerKind
 from solver.agent.prompts import review_feedback
 
@@ -193,6 +196,67 @@ class IssueCommentEvent(_Model):
 
 
 def parse_issues_event(payload: Any) -> IssuesEvent:
+class CheckApp(_Model):
+    slug: str | None = None
+
+
+class CommitPerson(_Model):
+    name: str = ""
+    email: str = ""
+
+
+class HeadCommit(_Model):
+    id: str
+    author: CommitPerson | None = None
+    committer: CommitPerson | None = None
+
+
+class CheckPull(_Model):
+    number: int
+    head: Branch
+
+
+class CheckSuite(_Model):
+    id: int
+    head_branch: str | None = None
+    head_sha: str
+    conclusion: str | None = None
+    app: CheckApp | None = None
+    pull_requests: list[CheckPull] = []
+    head_commit: HeadCommit | None = None  # check_suite deliveries carry it
+
+
+class CheckSuiteRef(_Model):
+    id: int
+    head_branch: str | None = None
+
+
+class CheckRun(_Model):
+    id: int
+    name: str = ""
+    head_sha: str
+    conclusion: str | None = None
+    app: CheckApp | None = None
+    check_suite: CheckSuiteRef | None = None
+    pull_requests: list[CheckPull] = []
+
+
+class CheckSuiteEvent(_Model):
+    action: str
+    check_suite: CheckSuite
+    repository: Repository
+    sender: User
+    installation: Installation
+
+
+class CheckRunEvent(_Model):
+    action: str
+    check_run: CheckRun
+    repository: Repository
+    sender: User
+    installation: Installation
+
+
     return _parse(IssuesEvent, "issues", payload)
 
 
@@ -262,7 +326,7 @@ def route(event_name: str, payload: Any, *, trigger_label: str, bot_login: str |
     Raises PayloadError when an event we act on does not have the documented shape.
     """
     if event_name not in ("issues", "issue_comment", "pull_request", "pull_request_review",
-                          "pull_request_review_comment"):
+                          "pull_request_review_comment", "check_suite", "check_run"):
         return Ignore(f"event {event_name!r} is not handled")
     if not isinstance(payload, dict):
         raise PayloadError(f"{event_name} payload is not a JSON object")
@@ -278,6 +342,8 @@ def route(event_name: str, payload: Any, *, trigger_label: str, bot_login: str |
     if event_name == "pull_request_review_comment":
         return _route_review_comment(payload, action, bot_login, delivery_id)
     return _route_comment(payload, action, bot_login, delivery_id)
+    if event_name in ("check_suite", "check_run"):
+        return _route_check(event_name, payload, action, bot_login, delivery_id)
 
 
 def _route_issues(payload: dict[str, Any], action: str, trigger_label: str,
@@ -426,3 +492,51 @@ def _route_review_comment(payload: dict[str, Any], action: str, bot_login: str |
         return Ignore("a cancel is an issue or pull request comment, not a review comment")
     return _pull_trigger(event, delivery_id, issue, "review", comment.user.login,
                          review_comment_id=comment.id, guidance=review_feedback("", [comment]))
+
+
+# --- CI on the bot's PR (`ci: run`): a red check is the next verdict --------------------
+
+
+def _route_check(event_name: str, payload: dict[str, Any], action: str,
+                 bot_login: str | None, delivery_id: str) -> Trigger | Ignore:
+    """A completed, failed check suite or check run on `frognano/issue-N` whose head the
+    bot pushed: a CI repair round (the accept task checks the rest: `ci: run`, the PR's
+    head is still this commit and the bot's, the round limit, one round per head)."""
+    if action != "completed":
+        return Ignore(f"{event_name}.{action} is not handled")
+    check: CheckSuite | CheckRun
+    where: CheckSuiteEvent | CheckRunEvent
+    if event_name == "check_suite":
+        where = _parse(CheckSuiteEvent, event_name, payload)
+        check = where.check_suite
+        branch, head_commit = where.check_suite.head_branch, where.check_suite.head_commit
+    else:
+        where = _parse(CheckRunEvent, event_name, payload)
+        check = where.check_run
+        suite = where.check_run.check_suite
+        branch, head_commit = (suite.head_branch if suite else None), None
+    if check.conclusion not in CHECK_FAILED:
+        return Ignore(f"{event_name} concluded {check.conclusion!r}, not a failure")
+    slug = check.app.slug if check.app else None
+    if bot_login and slug and slug.casefold() == bot_login.casefold().removesuffix("[bot]"):
+        return Ignore("a check of the bot's own App")
+    pulls = [p.number for p in check.pull_requests
+             if branch is None or p.head.ref == branch]
+    branch = branch or (check.pull_requests[0].head.ref if check.pull_requests else "")
+    match = _BOT_BRANCH_RE.fullmatch(branch or "")
+    if match is None:
+        return Ignore(f"{event_name} on a branch the bot does not use: {branch!r}")
+    if head_commit is not None and bot_login and not _bots_commit(head_commit, bot_login):
+        return Ignore("the head commit is not the bot's (a person pushed to the branch)")
+    return Trigger(
+        delivery_id=delivery_id, installation_id=where.installation.id,
+        owner=where.repository.owner.login, repo=where.repository.name,
+        issue_number=int(match.group(1)), kind="ci", actor=slug or "ci",
+        pull_number=pulls[0] if pulls else None, head_sha=check.head_sha)
+
+
+def _bots_commit(commit: HeadCommit, bot_login: str) -> bool:
+    """Whether the bot wrote and committed it (a person's amend makes them the committer)."""
+    return is_bots_commit(CommitInfo(
+        commit.id, commit.author.email if commit.author else "",
+        commit.committer.email if commit.committer else ""), bot_login)

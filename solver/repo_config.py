@@ -10,7 +10,15 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from sandbox.services import DEFAULT_DATABASE, SERVICE_NAMES, ServiceSpec
 from solver.limits import Limits
@@ -94,6 +102,14 @@ class RepoConfig(BaseModel):
                                           description="Wall time of a run (default 60).")
     test_timeout_minutes: float | None = Field(default=None, gt=0, le=24 * 60,
                                                description="One test run (default 15).")
+    # Issue 23 §2 calls it `ci_fix_attempts`; "attempt" is being renamed (issue 22 §1),
+    # so the key is `ci_fix_rounds` and the issue's name is accepted as an alias.
+    ci_fix_rounds: StrictInt = Field(
+        default=2, ge=0, le=10,
+        validation_alias=AliasChoices("ci_fix_rounds", "ci_fix_attempts"),
+        description="With `ci: run`: how many times a failed check on the bot's own PR "
+                    "head starts a repair run before the bot stops and labels the PR "
+                    "needs-human (0: never); `ci_fix_attempts` is the same key.")
     protected_paths: tuple[str, ...] = Field(
         default=(), description="Glob patterns of paths the bot must never change.")
     ci: Literal["skip", "run"] = Field(

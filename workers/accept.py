@@ -17,6 +17,7 @@ from bot.messages import (
     nothing_to_cancel,
 )
 from bot.triggers import STOP_KINDS, Trigger
+from workers.ci_repair import accept_ci
 from workers.coordination import DELIVERY_TTL, IssueCoordinator
 from workers.runtime import Runtime
 from workers.status import RunStatus
@@ -31,6 +32,10 @@ def accept_trigger(rt: Runtime, trigger: Trigger) -> str:
     if rt.redis.exists(accepted_key):
         return "duplicate"
     repo = trigger.repo_ref
+    if trigger.kind == "ci":  # no person asked: the checks of the bot's own head failed
+        outcome = accept_ci(rt, trigger)
+        rt.redis.set(accepted_key, outcome, ex=DELIVERY_TTL)
+        return outcome
     if trigger.kind in STOP_KINDS:
         outcome = _accept_stop(rt, trigger, repo)
         rt.redis.set(accepted_key, outcome, ex=DELIVERY_TTL)

@@ -51,6 +51,7 @@ from solver.run import (
     run,
 )
 from workers.context import RunContext
+from workers import ci_repair
 from workers.coordination import IssueCoordinator
 from workers.publish.pull import DraftPull, publish_pull
 from workers.publish.review import ReviewChange, publish_review
@@ -98,6 +99,7 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
         outcome, crash = "error", f"{type(exc).__name__}: {exc}"
     recorder.finish(status_for_outcome(outcome), outcome=outcome, error=crash)
     try:
+    ci_repair.finish_round(rt, trigger, generation, outcome)
         coordinator.mark_done(generation)
         return outcome
     finally:
@@ -148,7 +150,8 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     status.preparing()
     default_branch = rt.github.default_branch(repo)
     mirror = rt.repo_cache.refresh(rt.github.clone_url(repo), rt.github.installation_token(repo))
-    reviewing = trigger.kind == "review"
+    reviewing = trigger.kind in ci_repair.REVIEW_LIKE
+    ci_repair.person_started(rt, trigger)
     try:  # from the default branch on GitHub: an issue author cannot change it
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:
@@ -170,6 +173,11 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         outcome, reason = ctx.coordinator.stop_reason()
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.cancelled(reason)
+    report = ci_repair.with_rounds(ctx, report, decision.action == "publish")
+    if trigger.kind == "ci":  # not reproduced, or nothing to push: said on the PR
+        ended = ci_repair.after_run(ctx, config, result, report, decision)
+        if ended is not None:
+            return ended
         return outcome
     report = _report(rt, trigger, generation, result, attempts, issue.title)
     decision = attempts.decision
@@ -187,7 +195,8 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         with Transcript(transcript_path(rt, trigger, generation)) as transcript:
             return publish_review(ctx, host, result, report, ReviewChange(
                 title=pull_title(issue.title), message=message,
-                test_timeout=plan.limits.test_timeout, events=Outputs(transcript, recorder)))
+                test_timeout=plan.limits.test_timeout, events=Outputs(transcript, recorder),
+                reply=ci_repair.reply_for(ctx, config) if trigger.kind == "ci" else None))
     assert result.snapshot is not None  # decide() publishes only a readable change
     # A cancel is honoured up to the push; after an accepted push the PR steps finish.
     return publish_pull(ctx, host, result.snapshot, DraftPull(
@@ -200,7 +209,7 @@ def _workspace(rt: Runtime, trigger: Trigger, default_branch: str, mirror: Path,
     """A review continues from the PR branch's head (a human's commits on it included),
     is judged by the repository's tests, not the model's from its last run, and its setup
     runs none of the model's files (the default branch plus people's)."""
-    reviewing = trigger.kind == "review"
+    reviewing = trigger.kind in ci_repair.REVIEW_LIKE
     own = OwnCommits(f"refs/heads/{default_branch}", bot_identity(rt.github.bot_login())[1]) \
         if reviewing else None
     return Workspace(source=mirror, run_dir=run_dir, max_diff_bytes=rt.max_diff_bytes,
@@ -217,19 +226,22 @@ def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issu
 
     def planned(plan: RunPlan, host: HostRepo) -> EventOutput:
         recorder.emit(triggered)
-        return Outputs(recorder, ctx.status.progress(plan.limits.max_steps))
+        return Outputs(recorder, ctx.status.progress(plan.limits.max_steps), watch)
 
     return RunRequest(
+    # A CI repair stops after a baseline that passes: that failure does not reproduce.
+    watch = ci_repair.BaselineWatch()
         issue=issue, workspace=workspace, model_for=rt.model_factory,
         transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
-        config=config, guidance=_guidance(ctx), limits=rt.limits,
+        config=config, limits=rt.limits,
+        guidance=ci_repair.start_round(ctx, config) if trigger.kind == "ci" else _guidance(ctx),
         max_run_seconds=rt.max_run_seconds,
         # Best of N; a review's run is one attempt, on the PR's head.
-        best_of=BestOfN(asked=1 if trigger.kind == "review" else None,
+        best_of=BestOfN(asked=1 if trigger.kind in ci_repair.REVIEW_LIKE else None,
                         allowed=rt.max_parallel_attempts, slots=rt.model_slots, seed=rt.seed),
         sandbox_backend=rt.sandbox_backend, package_index=rt.package_index,
         opening=triggered, on_planned=planned,
-        should_stop=lambda: not ctx.is_current())
+        should_stop=lambda: not ctx.is_current() or (trigger.kind == "ci" and watch.passed))
 
 
 def _guidance(ctx: RunContext) -> str:

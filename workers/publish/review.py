@@ -95,6 +95,9 @@ class ReviewChange:
     test_timeout: float  # for the tests re-run on a replay
     events: EventOutput  # the run's transcript and record: they hear each replay's re-run
 
+    # The reply once pushed, (commit, tests after it, the head replayed on) → text; None:
+    # a review's (a CI repair says which checks it answers: workers/ci_repair.py).
+    reply: Callable[[str, str, str | None], str] | None = None
 
 def publish_review(ctx: RunContext, host: HostRepo, result: SolveResult, report: RunReport,
                    change: ReviewChange) -> str:
@@ -128,8 +131,10 @@ def publish_review(ctx: RunContext, host: HostRepo, result: SolveResult, report:
     if pushed.judgement is not None:  # the report describes the tree that was pushed
         report = _replayed_report(report, pushed.judgement)
     where = _update_pull(ctx, branch, change.title, report)
-    _reply(ctx, pull_number, review_pushed(ctx.trigger.actor, pushed.commit,
-                                           report.final_summary, pushed.replayed_on))
+    _reply(ctx, pull_number, change.reply(pushed.commit, report.final_summary,
+                                          pushed.replayed_on) if change.reply else
+           review_pushed(ctx.trigger.actor, pushed.commit, report.final_summary,
+                         pushed.replayed_on))
     published(ctx, where, not_installed_note(host, result.snapshot.paths))
     return "pushed"
 

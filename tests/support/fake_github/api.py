@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.support.fake_github import objects
+from tests.support.fake_github.checks import DOWNLOAD_PREFIX, register_check_routes
 from tests.support.fake_github.git_http import run_http_backend
 from tests.support.fake_github.openapi_spec import DESCRIPTION_API_VERSION
 from tests.support.fake_github.server import (
@@ -76,6 +77,10 @@ _ROUTE_PERMISSIONS: list[tuple[str, re.Pattern[str], str]] = [
     ("POST", r"/pulls/\d+/comments/\d+/replies$", "pull_requests=write"),
     ("POST", r"/pulls/\d+/requested_reviewers$", "pull_requests=write"),
 )]
+    # Checks and Actions (tests/support/fake_github/checks.py): a red CI on the bot's PR.
+    ("GET", r"/commits/[^/]+/check-runs$", "checks=read"),
+    ("GET", r"/actions/jobs/\d+/logs$", "actions=read"),
+    ("GET", r"/commits/[^/]+$", "contents=read"),
 _REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 
 
@@ -109,7 +114,7 @@ class FakeGitHubMiddleware:
         git = _GIT_PATH.match(path)
         kind = "git" if git and path.split("/")[1] not in _API_PREFIXES else (
             "app" if path == "/app" or path.startswith("/app/") else "api")
-        if _MANIFEST_PAGE.match(path):
+        if _MANIFEST_PAGE.match(path) or path.startswith(DOWNLOAD_PREFIX):
             kind = "web"
 
         if kind in ("api", "app") and self.fake.checker is not None:
@@ -790,6 +795,8 @@ def build_app(fake: FakeGitHub) -> FastAPI:
 
 def _tree_entry(repo: Repo, ref: str, path: str) -> tuple[str, str, str] | None:
     """`(mode, type, sha)` of `path` at `ref`, or None where there is nothing."""
+    add_git_data_routes(app, fake, repo_of, json_body)
+    register_check_routes(app, fake, repo_of, user, GitHubError)
     if not path.strip("/"):
         return None
     listing = subprocess.run(["git", "ls-tree", "-z", ref, "--", path.strip("/")],

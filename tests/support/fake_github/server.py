@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.app_manifest import PERMISSIONS as MANIFEST_PERMISSIONS
+from tests.support.fake_github.checks import CheckState
 from tests.support.fake_github.openapi_spec import OpenApiChecker
 
 INSTALLATION_ID = 4242
@@ -273,6 +274,7 @@ class FakeGitHub:
         # for, so every test proves that list suffices (GitHub's 403 otherwise).
         self.installation_permissions: dict[str, str] = dict(MANIFEST_PERMISSIONS)
         self.hooks: list[Hook] = []
+        self.checks = CheckState()  # check runs and Actions logs (checks.py)
         self.manifest_codes: dict[str, ManifestCode] = {}  # the App manifest flow
         self.webhook_secret: str | None = None  # set when an App is made from a manifest
         self._ids = iter(range(1_000_001, 10**9))

@@ -124,9 +124,10 @@ def test_manifest_asks_for_the_least_the_bot_needs() -> None:
         "hook_attributes": {"url": "https://bot.example.com/webhooks/github", "active": True},
         "redirect_url": "https://bot.example.com/setup/callback", "public": False,
         "default_events": ["issues", "issue_comment", "pull_request", "pull_request_review",
-                           "pull_request_review_comment"],
+                           "pull_request_review_comment", "check_suite", "check_run"],
         "default_permissions": {"metadata": "read", "issues": "write", "contents": "write",
-                                "pull_requests": "write"},
+                                "pull_requests": "write", "checks": "read",
+                                "actions": "read"},
     }
     assert "workflows" not in manifest["default_permissions"]
     assert manifest["hook_attributes"]["url"].endswith(WEBHOOK_PATH)

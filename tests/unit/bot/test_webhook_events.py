@@ -404,3 +404,96 @@ def test_a_frognano_comment_on_the_bots_pr_is_feedback() -> None:
     assert isinstance(decision, Trigger)
     assert (decision.kind, decision.issue_number, decision.pull_number) == ("review", 3, 12)
     assert "keep the docstring" in decision.guidance
+
+
+# --- CI on the bot's PR (issue 23 §2): check_suite and check_run completed ----------------
+
+BOT_EMAIL = "frognano[bot]@users.noreply.github.com"
+
+
+def check_suite(conclusion: str = "failure", *, branch: str = "frognano/issue-7",
+                author: str = BOT_EMAIL, committer: str = BOT_EMAIL,
+                app: str = "github-actions", action: str = "completed") -> dict[str, Any]:
+    return {
+        "action": action,
+        "check_suite": {
+            "id": 31, "head_branch": branch, "head_sha": "a" * 40, "status": "completed",
+            "conclusion": conclusion, "app": {"id": 15368, "slug": app},
+            "pull_requests": [{"number": 12, "head": {"ref": branch, "sha": "a" * 40}}],
+            "head_commit": {"id": "a" * 40, "author": {"name": "x", "email": author},
+                            "committer": {"name": "x", "email": committer}}},
+        "repository": {"name": "calc", "owner": {"login": "acme"}},
+        "sender": {"login": BOT, "type": "Bot"},  # the bot's push started the CI
+        "installation": {"id": 42},
+    }
+
+
+def check_run(conclusion: str = "failure", *, branch: str | None = "frognano/issue-7",
+              pulls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "action": "completed",
+        "check_run": {"id": 77, "name": "tests (3.11)", "head_sha": "b" * 40,
+                      "status": "completed", "conclusion": conclusion,
+                      "app": {"id": 15368, "slug": "github-actions"},
+                      "check_suite": {"id": 31, "head_branch": branch},
+                      "pull_requests": pulls if pulls is not None else []},
+        "repository": {"name": "calc", "owner": {"login": "acme"}},
+        "sender": {"login": "github-actions[bot]", "type": "Bot"},
+        "installation": {"id": 42},
+    }
+
+
+def test_a_failed_check_suite_on_the_bots_head_is_a_ci_round() -> None:
+    trigger = do_route("check_suite", check_suite())
+    assert isinstance(trigger, Trigger)
+    assert (trigger.kind, trigger.issue_number, trigger.pull_number, trigger.head_sha) == (
+        "ci", 7, 12, "a" * 40)
+    assert trigger.actor == "github-actions" and trigger.installation_id == 42
+    for conclusion in ("timed_out", "startup_failure"):
+        assert isinstance(do_route("check_suite", check_suite(conclusion)), Trigger)
+
+
+def test_a_check_suite_that_did_not_fail_or_is_not_the_bots_starts_nothing() -> None:
+    for conclusion in ("success", "neutral", "cancelled", "skipped", "action_required", None):
+        decision = do_route("check_suite", check_suite(conclusion))  # type: ignore[arg-type]
+        assert isinstance(decision, Ignore), conclusion
+    assert isinstance(do_route("check_suite", check_suite(action="requested")), Ignore)
+    assert "branch" in do_route("check_suite", check_suite(branch="main")).reason  # type: ignore[union-attr]
+    assert isinstance(do_route("check_suite", check_suite(branch="frognano/issue-7x")), Ignore)
+    person = do_route("check_suite", check_suite(author="m@example.com",
+                                                 committer="m@example.com"))
+    assert isinstance(person, Ignore) and "person" in person.reason
+    amended = do_route("check_suite", check_suite(committer="m@example.com"))
+    assert isinstance(amended, Ignore), "a person's amend keeps the bot as the author"
+    own = do_route("check_suite", check_suite(app="frognano"))
+    assert isinstance(own, Ignore) and "own App" in own.reason
+
+
+def test_a_check_suite_on_a_commit_github_made_for_the_bot_counts() -> None:
+    """Commits made through the Git Data API: GitHub's id+login email, GitHub committing."""
+    made = check_suite(author="4242+frognano[bot]@users.noreply.github.com",
+                       committer="noreply@github.com")
+    assert isinstance(do_route("check_suite", made), Trigger)
+
+
+def test_a_failed_check_run_is_a_ci_round_too() -> None:
+    trigger = do_route("check_run", check_run())
+    assert isinstance(trigger, Trigger) and trigger.kind == "ci"
+    assert (trigger.issue_number, trigger.head_sha, trigger.pull_number) == (7, "b" * 40, None)
+    # The branch from the PR when the suite does not name it.
+    pulls = [{"number": 12, "head": {"ref": "frognano/issue-9", "sha": "b" * 40}}]
+    from_pull = do_route("check_run", check_run(branch=None, pulls=pulls))
+    assert isinstance(from_pull, Trigger) and (from_pull.issue_number,
+                                               from_pull.pull_number) == (9, 12)
+    assert isinstance(do_route("check_run", check_run("success")), Ignore)
+
+
+def test_a_malformed_check_delivery_is_a_payload_error() -> None:
+    broken = check_suite()
+    del broken["check_suite"]["head_sha"]
+    with pytest.raises(PayloadError):
+        do_route("check_suite", broken)
+    broken_run = check_run()
+    broken_run["check_run"]["id"] = "x"
+    with pytest.raises(PayloadError):
+        do_route("check_run", broken_run)
