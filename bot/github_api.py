@@ -168,13 +168,6 @@ class PullInfo:
     head: str  # branch name
     state: str
     draft: bool
-
-
-class GitHubApi(Protocol):
-    """What the pipeline and the receiver may ask of GitHub, for one App."""
-
-    def installation_token(self, repo: RepoRef) -> str:
-        """A fresh installation access token (minted just in time, never stored)."""
     head_sha: str = ""  # the commit the branch points at
 
 
@@ -199,6 +192,13 @@ class CommitInfo:
     sha: str
     author_email: str
     committer_email: str
+
+
+class GitHubApi(Protocol):
+    """What the pipeline and the receiver may ask of GitHub, for one App."""
+
+    def installation_token(self, repo: RepoRef) -> str:
+        """A fresh installation access token (minted just in time, never stored)."""
         ...
 
     def clone_url(self, repo: RepoRef) -> str:
@@ -256,9 +256,6 @@ class CommitInfo:
         """Answer in the thread of review comment `comment_id` on PR `number`, once."""
         ...
 
-    def bot_login(self) -> str:
-        """The App's bot user login, e.g. `frognano[bot]`, to ignore our own events."""
-        ...
     def check_runs(self, repo: RepoRef, ref: str) -> list[CheckRunInfo]:
         """Every check run on commit `ref` (checks: read)."""
         ...
@@ -273,3 +270,6 @@ class CommitInfo:
         """Who wrote and committed `ref` (contents: read)."""
         ...
 
+    def bot_login(self) -> str:
+        """The App's bot user login, e.g. `frognano[bot]`, to ignore our own events."""
+        ...

@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast, get_args
 from urllib.parse import quote, urlsplit
 
-from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
 import httpx
+from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import (
     GitHubException,
@@ -33,7 +33,9 @@ from githubkit.exception import (
 
 from bot.github_api import (
     AlreadyExists,
+    CheckRunInfo,
     CommentInfo,
+    CommitInfo,
     GitHubError,
     IssueInfo,
     NotAFile,
@@ -45,9 +47,7 @@ from bot.github_api import (
     ServerError,
     ValidationFailed,
     error_for,
-    CheckRunInfo,
 )
-    CommitInfo,
 from bot.settings import BotSettings
 from solver.retry import Backoff, Transient, with_backoff
 
@@ -410,23 +410,6 @@ class GitHubAppClient:
         assert reply_id is not None
         return reply_id
 
-    def request_review(self, repo: RepoRef, number: int, reviewers: list[str]) -> None:
-        if not reviewers:
-            return
-        try:
-            self._must(repo, f"POST review request on {repo.full_name}#{number}",
-                       lambda gh: _rest(gh).pulls.request_reviewers(repo.owner, repo.name, number,
-                                                               reviewers=reviewers))
-        except ValidationFailed as exc:
-            # GitHub refuses to ask a PR's author to review it; where the trigger is
-            # also the author there is nobody else to ask, and that is not a failure.
-            # That 422 carries no error code, so GitHub's own message is all there is.
-            if "pull request author" in exc.github_message.lower():
-                log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
-                return
-            raise
-
-
     # -- checks and CI logs (issue 23 §2: the PR repairs its own CI) ------------------
 
     def check_runs(self, repo: RepoRef, ref: str) -> list[CheckRunInfo]:
@@ -473,6 +456,23 @@ class GitHubAppClient:
         return CommitInfo(sha=str(data.get("sha", ref)),
                           author_email=str((person.get("author") or {}).get("email", "")),
                           committer_email=str((person.get("committer") or {}).get("email", "")))
+
+    def request_review(self, repo: RepoRef, number: int, reviewers: list[str]) -> None:
+        if not reviewers:
+            return
+        try:
+            self._must(repo, f"POST review request on {repo.full_name}#{number}",
+                       lambda gh: _rest(gh).pulls.request_reviewers(repo.owner, repo.name, number,
+                                                               reviewers=reviewers))
+        except ValidationFailed as exc:
+            # GitHub refuses to ask a PR's author to review it; where the trigger is
+            # also the author there is nobody else to ask, and that is not a failure.
+            # That 422 carries no error code, so GitHub's own message is all there is.
+            if "pull request author" in exc.github_message.lower():
+                log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
+                return
+            raise
+
 
 class _MayHaveActed(Transient):
     """A failure after which GitHub may have done what was asked (a 5xx, a dropped

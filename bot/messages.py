@@ -262,10 +262,10 @@ class RunReport:
     preexisting: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    ci_rounds: list[CiRoundLine] = field(default_factory=list)  # CI repairs (issue 23 §2)
 
 
 def baseline_failures_headline(report: RunReport) -> list[str]:
-    ci_rounds: list[CiRoundLine] = field(default_factory=list)  # CI repairs (issue 23 §2)
     """The PR's headline line when tests fail on it that failed before it too."""
     if not (report.preexisting or report.flaky):
         return []
@@ -415,8 +415,8 @@ def pr_body(report: RunReport) -> str:
         *_reproduce_section(report),
         "",
         *_cautions_section(report),
-        *(["", *ci_rounds_section(report.ci_rounds)] if report.ci_rounds else []),
         *(["", *attempts_section(report.best_of)] if report.best_of else []),
+        *(["", *ci_rounds_section(report.ci_rounds)] if report.ci_rounds else []),
         "",
         *_run_section(report),
         "",

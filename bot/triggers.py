@@ -44,9 +44,9 @@ class Trigger:
     pull_number: int | None = None  # the bot's PR the command, close or review came from
     review_id: int | None = None  # the review that asked for changes
     review_comment_id: int | None = None  # the `/frognano` review comment, to reply to
+    head_sha: str | None = None  # ci: the PR head commit whose checks failed
 
     @property
-    head_sha: str | None = None  # ci: the PR head commit whose checks failed
     def issue_key(self) -> str:
         return f"{self.owner}/{self.repo}#{self.issue_number}"
 

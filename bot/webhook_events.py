@@ -195,7 +195,6 @@ class IssueCommentEvent(_Model):
     installation: Installation
 
 
-def parse_issues_event(payload: Any) -> IssuesEvent:
 class CheckApp(_Model):
     slug: str | None = None
 
@@ -257,6 +256,7 @@ class CheckRunEvent(_Model):
     installation: Installation
 
 
+def parse_issues_event(payload: Any) -> IssuesEvent:
     return _parse(IssuesEvent, "issues", payload)
 
 
@@ -341,9 +341,9 @@ def route(event_name: str, payload: Any, *, trigger_label: str, bot_login: str |
         return _route_review(payload, action, bot_login, delivery_id)
     if event_name == "pull_request_review_comment":
         return _route_review_comment(payload, action, bot_login, delivery_id)
-    return _route_comment(payload, action, bot_login, delivery_id)
     if event_name in ("check_suite", "check_run"):
         return _route_check(event_name, payload, action, bot_login, delivery_id)
+    return _route_comment(payload, action, bot_login, delivery_id)
 
 
 def _route_issues(payload: dict[str, Any], action: str, trigger_label: str,

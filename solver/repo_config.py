@@ -102,14 +102,6 @@ class RepoConfig(BaseModel):
                                           description="Wall time of a run (default 60).")
     test_timeout_minutes: float | None = Field(default=None, gt=0, le=24 * 60,
                                                description="One test run (default 15).")
-    # Issue 23 §2 calls it `ci_fix_attempts`; "attempt" is being renamed (issue 22 §1),
-    # so the key is `ci_fix_rounds` and the issue's name is accepted as an alias.
-    ci_fix_rounds: StrictInt = Field(
-        default=2, ge=0, le=10,
-        validation_alias=AliasChoices("ci_fix_rounds", "ci_fix_attempts"),
-        description="With `ci: run`: how many times a failed check on the bot's own PR "
-                    "head starts a repair run before the bot stops and labels the PR "
-                    "needs-human (0: never); `ci_fix_attempts` is the same key.")
     protected_paths: tuple[str, ...] = Field(
         default=(), description="Glob patterns of paths the bot must never change.")
     ci: Literal["skip", "run"] = Field(
@@ -118,6 +110,14 @@ class RepoConfig(BaseModel):
                     "pull_request workflows do not run model-written code with the "
                     "repository's secrets until a person pushes to the branch; run: they "
                     "run on the bot's push like on anyone's.")
+    # Issue 23 §2 calls it `ci_fix_attempts`; "attempt" is being renamed (issue 22 §1),
+    # so the key is `ci_fix_rounds` and the issue's name is accepted as an alias.
+    ci_fix_rounds: StrictInt = Field(
+        default=2, ge=0, le=10,
+        validation_alias=AliasChoices("ci_fix_rounds", "ci_fix_attempts"),
+        description="With `ci: run`: how many times a failed check on the bot's own PR "
+                    "head starts a repair run before the bot stops and labels the PR "
+                    "needs-human (0: never); `ci_fix_attempts` is the same key.")
     services: Services = Field(
         default_factory=Services,
         description="Test services (postgresql, redis) started fresh, from the worker's own "

@@ -50,8 +50,8 @@ from solver.run import (
     Workspace,
     run,
 )
-from workers.context import RunContext
 from workers import ci_repair
+from workers.context import RunContext
 from workers.coordination import IssueCoordinator
 from workers.publish.pull import DraftPull, publish_pull
 from workers.publish.review import ReviewChange, publish_review
@@ -98,8 +98,8 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
         _report_crash(ctx, exc)
         outcome, crash = "error", f"{type(exc).__name__}: {exc}"
     recorder.finish(status_for_outcome(outcome), outcome=outcome, error=crash)
-    try:
     ci_repair.finish_round(rt, trigger, generation, outcome)
+    try:
         coordinator.mark_done(generation)
         return outcome
     finally:
@@ -173,14 +173,14 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         outcome, reason = ctx.coordinator.stop_reason()
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.cancelled(reason)
+        return outcome
+    report = _report(rt, trigger, generation, result, attempts, issue.title)
+    decision = attempts.decision
     report = ci_repair.with_rounds(ctx, report, decision.action == "publish")
     if trigger.kind == "ci":  # not reproduced, or nothing to push: said on the PR
         ended = ci_repair.after_run(ctx, config, result, report, decision)
         if ended is not None:
             return ended
-        return outcome
-    report = _report(rt, trigger, generation, result, attempts, issue.title)
-    decision = attempts.decision
     if decision.action != "publish":
         if reviewing and trigger.pull_number is not None:
             rt.github.comment(repo, trigger.pull_number, failure_comment(report)
@@ -223,14 +223,14 @@ def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issu
     limits and ceiling, the run record and the status comment hearing every attempt."""
     rt, trigger, generation, recorder = ctx.runtime, ctx.trigger, ctx.generation, ctx.recorder
     triggered = Triggered(trigger=trigger.to_kwargs(), generation=generation)
+    # A CI repair stops after a baseline that passes: that failure does not reproduce.
+    watch = ci_repair.BaselineWatch()
 
     def planned(plan: RunPlan, host: HostRepo) -> EventOutput:
         recorder.emit(triggered)
         return Outputs(recorder, ctx.status.progress(plan.limits.max_steps), watch)
 
     return RunRequest(
-    # A CI repair stops after a baseline that passes: that failure does not reproduce.
-    watch = ci_repair.BaselineWatch()
         issue=issue, workspace=workspace, model_for=rt.model_factory,
         transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
         config=config, limits=rt.limits,

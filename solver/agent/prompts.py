@@ -80,25 +80,6 @@ def review_feedback(review_body: str, comments: Sequence[LineComment]) -> str:
     return "\n\n".join(part for part in (header, review_comments_text(comments)) if part)
 
 
-# Lines of the test output that name the harness's own plumbing, not the tests.
-_HARNESS_LINE = re.compile(r"<the harness's report>|generated xml file|FROGNANO_|"
-                           r"PYTEST_ADDOPTS", re.IGNORECASE)
-MAX_LISTED_TESTS = 30
-
-
-def _listed(tests: list[str]) -> str:
-    shown = [f"- {test}" for test in tests[:MAX_LISTED_TESTS]]
-    if len(tests) > MAX_LISTED_TESTS:
-        shown.append(f"- … and {len(tests) - MAX_LISTED_TESTS} more")
-    return "\n".join(shown)
-
-
-def _tail(output: str) -> str:
-    kept = "\n".join(line for line in output.splitlines() if not _HARNESS_LINE.search(line))
-    tail = kept[-FEEDBACK_OUTPUT_CHARS:]
-    if len(kept) > len(tail):
-        tail = f"[... {len(kept) - len(tail)} earlier chars omitted]\n" + tail
-    return tail.rstrip()
 def _quoted_block(text: str) -> str:
     """`text` in a fence that none of its lines can close (longer than any run of
     backticks or tildes in it)."""
@@ -120,6 +101,25 @@ def ci_feedback(checks: Sequence[tuple[str, str]]) -> str:
     return "\n\n".join(parts)
 
 
+# Lines of the test output that name the harness's own plumbing, not the tests.
+_HARNESS_LINE = re.compile(r"<the harness's report>|generated xml file|FROGNANO_|"
+                           r"PYTEST_ADDOPTS", re.IGNORECASE)
+MAX_LISTED_TESTS = 30
+
+
+def _listed(tests: list[str]) -> str:
+    shown = [f"- {test}" for test in tests[:MAX_LISTED_TESTS]]
+    if len(tests) > MAX_LISTED_TESTS:
+        shown.append(f"- … and {len(tests) - MAX_LISTED_TESTS} more")
+    return "\n".join(shown)
+
+
+def _tail(output: str) -> str:
+    kept = "\n".join(line for line in output.splitlines() if not _HARNESS_LINE.search(line))
+    tail = kept[-FEEDBACK_OUTPUT_CHARS:]
+    if len(kept) > len(tail):
+        tail = f"[... {len(kept) - len(tail)} earlier chars omitted]\n" + tail
+    return tail.rstrip()
 
 
 def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: TestVerdict,

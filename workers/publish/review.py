@@ -94,10 +94,10 @@ class ReviewChange:
     message: str  # the commit's
     test_timeout: float  # for the tests re-run on a replay
     events: EventOutput  # the run's transcript and record: they hear each replay's re-run
-
     # The reply once pushed, (commit, tests after it, the head replayed on) → text; None:
     # a review's (a CI repair says which checks it answers: workers/ci_repair.py).
     reply: Callable[[str, str, str | None], str] | None = None
+
 
 def publish_review(ctx: RunContext, host: HostRepo, result: SolveResult, report: RunReport,
                    change: ReviewChange) -> str:

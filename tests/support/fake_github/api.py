@@ -76,11 +76,11 @@ _ROUTE_PERMISSIONS: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", r"/pulls/\d+/comments$", "pull_requests=read"),
     ("POST", r"/pulls/\d+/comments/\d+/replies$", "pull_requests=write"),
     ("POST", r"/pulls/\d+/requested_reviewers$", "pull_requests=write"),
-)]
     # Checks and Actions (tests/support/fake_github/checks.py): a red CI on the bot's PR.
     ("GET", r"/commits/[^/]+/check-runs$", "checks=read"),
     ("GET", r"/actions/jobs/\d+/logs$", "actions=read"),
     ("GET", r"/commits/[^/]+$", "contents=read"),
+)]
 _REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 
 
@@ -790,13 +790,12 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                 pull.requested_reviewers.append(login)
         return _json(201, pull_json(repo, pull, full=False))
 
+    register_check_routes(app, fake, repo_of, user, GitHubError)
     return app
 
 
 def _tree_entry(repo: Repo, ref: str, path: str) -> tuple[str, str, str] | None:
     """`(mode, type, sha)` of `path` at `ref`, or None where there is nothing."""
-    add_git_data_routes(app, fake, repo_of, json_body)
-    register_check_routes(app, fake, repo_of, user, GitHubError)
     if not path.strip("/"):
         return None
     listing = subprocess.run(["git", "ls-tree", "-z", ref, "--", path.strip("/")],
