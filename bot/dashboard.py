@@ -34,6 +34,7 @@ from bot.deps import (
 )
 from bot.pages import duration
 from runstore.store import RUN_STATUSES, Run, RunStore
+from solver import old_names
 
 __all__ = ["DashboardAuth", "compare_tests", "router"]
 
@@ -177,15 +178,15 @@ async def run_live(dashboard: ScriptViewer, run_id: int, after: int = 0) -> Resp
     }, headers={"Cache-Control": "no-store"})
 
 
-@router.get("/runs/{owner}/{repo}/{issue}/{attempt:int}")
-async def run_by_attempt(dashboard: Viewer, owner: str, repo: str, issue: str,
-                         attempt: int) -> Response:
-    """The URL shape the PR body links (workers/run_issue.py)."""
+@router.get("/runs/{owner}/{repo}/{issue}/{run_number:int}")
+async def run_by_number(dashboard: Viewer, owner: str, repo: str, issue: str,
+                        run_number: int) -> Response:
+    """The URL shape the PR body links (workers/run_issue.py): the issue's Nth run."""
     run = await run_in_threadpool(dashboard.store.find_run, f"{owner}/{repo}", issue,
-                                  attempt)
+                                  run_number)
     if run is None:
         return _page(dashboard, "denied.html", 404,
-                     message=f"No run recorded for {owner}/{repo}#{issue} attempt {attempt}.")
+                     message=f"No run recorded for {owner}/{repo}#{issue} run {run_number}.")
     return RedirectResponse(f"/runs/{run.id}", 303)
 
 
@@ -198,7 +199,7 @@ class StepLine:
 
     seq: int  # the transcript record it links to
     step: int
-    attempt: int  # the feedback round, counted from 1
+    round: int  # the agent round, counted from 1
     did: list[str]  # each tool call, as "Tool: its main argument"
     tokens: int
     note: str  # a cut-off turn, a parse error, a model error; "" when none
@@ -232,7 +233,7 @@ def model_steps(events: list[tuple[int, dict[str, Any]]]) -> list[StepLine]:
                 (f"{len(problems)} unreadable tool call(s)" if problems else "")
             calls = [c for c in record.get("tool_calls") or [] if isinstance(c, dict)]
             lines.append(StepLine(seq, int(record.get("step") or 0),
-                                  int(record.get("attempt") or 0) + 1,
+                                  int(record.get("round") or 0) + 1,
                                   [_call_line(call) for call in calls],
                                   int(usage.get("completion_tokens") or 0), note))
         elif record.get("kind") == "error":
@@ -243,7 +244,7 @@ def model_steps(events: list[tuple[int, dict[str, Any]]]) -> list[StepLine]:
 
 def read_first(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     """The latest verdict's "Read this first" flags (solver/verdict/change_flags.py):
-    the result's, or while the run goes on, its last judged attempt's."""
+    the result's, or while the run goes on, its last judged round's."""
     for _, record in reversed(events):
         verdict = record.get("verdict") if record.get("kind") in ("result", "tests") else None
         if isinstance(verdict, dict):
@@ -254,7 +255,14 @@ def read_first(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]
 
 def _events(store: RunStore, run: Run, after: int) -> list[tuple[int, dict[str, Any]]]:
     """The run's transcript records after `after`: from the database, or, for a run recorded
-    without events, from its transcript file when this host can read it."""
+    without events, from its transcript file when this host can read it. Records stored
+    before the rename of issue 22 §1 come in today's names (solver/old_names.py)."""
+    return [(seq, old_names.current_record(record))
+            for seq, record in _stored_events(store, run, after)]
+
+
+def _stored_events(store: RunStore, run: Run, after: int
+                   ) -> list[tuple[int, dict[str, Any]]]:
     if store.has_events(run.id) or not run.transcript_path:
         return store.events(run.id, after)
     try:

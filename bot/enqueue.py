@@ -74,7 +74,7 @@ class CeleryEnqueuer:
 
 # GitHub lets a delivery be redelivered for 3 days; remember it a day longer.
 DONE_TTL_S = 4 * 24 * 3600
-# Longer than any enqueue attempt; if the receiver dies mid-enqueue the claim lapses and a
+# Longer than any enqueue try; if the receiver dies mid-enqueue the claim lapses and a
 # redelivery can try again.
 CLAIM_TTL_S = 30
 # How long a concurrent copy of a delivery waits for the first copy to finish.

@@ -98,14 +98,14 @@ class GitHubAppClient:
     """The bot's GitHub verbs, for one App, against github.com, GHES or a fake."""
 
     def __init__(self, app_id: int, private_key: str, api_url: str = "https://api.github.com",
-                 *, max_attempts: int = 4, backoff_seconds: float = 1.0,
+                 *, max_tries: int = 4, backoff_seconds: float = 1.0,
                  max_retry_wait_seconds: float = 60.0, timeout_seconds: float = 30.0) -> None:
         self._app_id = app_id
         self._private_key = private_key
         self._api_url = api_url.rstrip("/")
         # Transient failures (5xx, connection errors, rate limits that lift soon) are
         # tried again; GitHub's Retry-After is followed up to the cap.
-        self._retry = Backoff(attempts=max(1, max_attempts), first_wait=backoff_seconds,
+        self._retry = Backoff(tries=max(1, max_tries), first_wait=backoff_seconds,
                               max_wait=max_retry_wait_seconds, retry_on=(Transient,))
         self._timeout_seconds = timeout_seconds
         # Our own retry loop decides about retries (capped waits, typed errors);
@@ -155,7 +155,7 @@ class GitHubAppClient:
         """
         ambiguous = refreshed = False
 
-        def attempt(number: int) -> T | None:
+        def try_once(number: int) -> T | None:
             nonlocal ambiguous, refreshed
             if ambiguous and already_done is not None:
                 found = already_done(self._client(repo))
@@ -175,7 +175,7 @@ class GitHubAppClient:
                         # (not counted as a try).
                         self._installations.pop(repo.installation_id, None)
                         refreshed = True
-                        return attempt(number)
+                        return try_once(number)
                 failure = _failure(what, exc, self._retry.max_wait)
             except GitHubException as exc:
                 failure = _failure(what, exc, self._retry.max_wait)
@@ -183,9 +183,9 @@ class GitHubAppClient:
             raise failure from None
 
         try:
-            return with_backoff(attempt, self._retry, what=what)
+            return with_backoff(try_once, self._retry, what=what)
         except Transient as last:
-            message = f"{what}: gave up after {self._retry.attempts} attempts: {last.reason}"
+            message = f"{what}: gave up after {self._retry.tries} tries: {last.reason}"
             if last.wait is not None:  # rate limited: say when it lifts
                 lifts_at = datetime.now(UTC) + timedelta(seconds=last.wait)
                 raise RateLimited(message, last.status, retry_after_s=last.wait,

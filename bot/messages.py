@@ -20,7 +20,8 @@ from bot.markdown import (
     fence,
     quote_untrusted,
 )
-from solver.report import AttemptsReport
+from solver import old_names
+from solver.report import CandidatesReport
 
 if TYPE_CHECKING:  # the receiver never imports the solver's run path
     from solver.run import Decision
@@ -38,47 +39,47 @@ CAREFUL_REVIEW_LABEL = "needs-careful-review"
 OUTPUT_TAIL_CHARS = 3000
 
 
-def status_queued(position: int | None, attempt: int) -> str:
+def status_queued(position: int | None, run_number: int) -> str:
     where = f" (position {position} in the queue)" if position else ""
-    return (f"{STATUS_MARKER}\n🐸 **FrogNano** is queued{where}. Attempt {attempt}.\n\n"
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** is queued{where}. Run {run_number}.\n\n"
             "I will edit this comment as the run goes.")
 
 
-def status_running(step: int, max_steps: int, attempt: int, phase: str = "working") -> str:
+def status_running(step: int, max_steps: int, run_number: int, phase: str = "working") -> str:
     return (f"{STATUS_MARKER}\n🐸 **FrogNano** is {phase}: step {step} of {max_steps} "
-            f"(attempt {attempt}).")
+            f"(run {run_number}).")
 
 
 @dataclass(frozen=True)
-class AttemptProgress:
-    """Where one of several attempts is, for the running status."""
+class CandidateProgress:
+    """Where one of several candidates is, for the running status."""
 
     number: int  # 1-based
     step: int = 0  # 0: setup and the baseline, before its first turn
     ended: str | None = None  # its exit reason, once it ended
 
 
-def status_running_attempts(attempts: list[AttemptProgress], of: int, max_steps: int,
-                            attempt: int) -> str:
-    """Best of `of`: each started attempt's step, or how it ended."""
+def status_running_candidates(candidates: list[CandidateProgress], of: int, max_steps: int,
+                              run_number: int) -> str:
+    """Best of `of`: each started candidate's step, or how it ended."""
     parts = []
-    for one in sorted(attempts, key=lambda a: a.number):
+    for one in sorted(candidates, key=lambda a: a.number):
         state = (f"ended ({code_span(one.ended)})" if one.ended is not None
                  else f"step {one.step} of {max_steps}" if one.step else "setting up")
-        parts.append(f"attempt {one.number}: {state}")
-    return (f"{STATUS_MARKER}\n🐸 **FrogNano** is working (attempt {attempt}), best of "
+        parts.append(f"candidate {one.number}: {state}")
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** is working (run {run_number}), best of "
             f"{of}: {'; '.join(parts)}.")
 
 
-def status_done(pr_url: str, attempt: int) -> str:
+def status_done(pr_url: str, run_number: int) -> str:
     return (f"{STATUS_MARKER}\n🐸 **FrogNano** opened a draft pull request: {pr_url} "
-            f"(attempt {attempt}). The repository's tests pass on it; it needs human review.")
+            f"(run {run_number}). The repository's tests pass on it; it needs human review.")
 
 
-def status_failed(summary: str, attempt: int) -> str:
+def status_failed(summary: str, run_number: int) -> str:
     # Summaries carry exception and GitHub error text: no mention or reference may come
     # through (the bot's own words in them hold no link).
-    return (f"{STATUS_MARKER}\n🐸 **FrogNano** could not finish (attempt {attempt}): "
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** could not finish (run {run_number}): "
             f"{neutralize(summary)}")
 
 
@@ -90,8 +91,8 @@ def cancel_reason(kind: str, actor: str, pull_number: int | None) -> str:
     return f"cancelled: the {what} was closed by @{actor}"
 
 
-def status_cancelled(reason: str, attempt: int) -> str:
-    return (f"{STATUS_MARKER}\n🐸 **FrogNano** stopped (attempt {attempt}): {reason}. "
+def status_cancelled(reason: str, run_number: int) -> str:
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** stopped (run {run_number}): {reason}. "
             "Nothing was pushed.")
 
 
@@ -135,9 +136,9 @@ def review_replay_failed(branch: str, head: str, reasons: list[str], output: str
     return "\n".join(lines)
 
 
-def status_pushed_after_cancel(url: str, attempt: int, reason: str) -> str:
+def status_pushed_after_cancel(url: str, run_number: int, reason: str) -> str:
     """A cancel that arrived once GitHub had accepted the push: too late for it."""
-    return (f"{STATUS_MARKER}\n🐸 **FrogNano** pushed its change (attempt {attempt}): {url}. "
+    return (f"{STATUS_MARKER}\n🐸 **FrogNano** pushed its change (run {run_number}): {url}. "
             f"The cancel ({reason}) arrived after GitHub had accepted the push, too late to "
             "stop it: the pull request is complete and nothing more runs. It needs human "
             "review.")
@@ -158,33 +159,33 @@ def _fence(text: str) -> str:
     return fence(text[-OUTPUT_TAIL_CHARS:])
 
 
-def attempts_section(report: AttemptsReport) -> list[str]:
+def candidates_section(report: CandidatesReport) -> list[str]:
     cap = f"; this bot allows {report.allowed}" if report.allowed < report.asked else ""
     how = ("one after another until one passed (the model serves one at a time)"
            if report.slots == 1 else f"{min(report.slots, report.allowed)} at a time")
     chosen = report.chosen
     ran = [chosen, *report.others]
     if report.published:
-        verdict = (f"This change is attempt {chosen.number}: of those whose tests passed, "
+        verdict = (f"This change is candidate {chosen.number}: of those whose tests passed, "
                    f"the one with the fewest changed lines, then files ({chosen.lines} "
                    f"lines in {chosen.files} file(s)).")
     else:
-        verdict = f"No attempt passed; this report is attempt {chosen.number}'s."
+        verdict = f"No candidate passed; this report is candidate {chosen.number}'s."
     first_skipped = len(ran) + 1
-    which = (f"Attempt {first_skipped}" if first_skipped == report.allowed
-             else f"Attempts {first_skipped} to {report.allowed}")
-    skipped = [f"{which} did not run: attempt {chosen.number} passed first."] \
+    which = (f"Candidate {first_skipped}" if first_skipped == report.allowed
+             else f"Candidates {first_skipped} to {report.allowed}")
+    skipped = [f"{which} did not run: candidate {chosen.number} passed first."] \
         if first_skipped <= report.allowed and report.published else []
     rows = [f"| {a.number} | {a.seed if a.seed is not None else '–'} | "
             f"{escape_text(a.outcome)} | {a.steps} | {a.tokens} | {a.lines} | {a.files} |"
             for a in sorted(ran, key=lambda a: a.number)]
     return [
-        "## Attempts",
-        f"Best of {report.allowed} attempts (`attempts_in_parallel: {report.asked}`{cap}), "
+        "## Candidates",
+        f"Best of {report.allowed} candidates (`candidates: {report.asked}`{cap}), "
         f"each its own agent with its own seed and sandbox, {how}. {verdict}",
         *skipped,
         "",
-        "| attempt | seed | outcome | steps | tokens | lines changed | files |",
+        "| candidate | seed | outcome | steps | tokens | lines changed | files |",
         "|---|---|---|---|---|---|---|",
         *rows,
     ]
@@ -236,7 +237,7 @@ class RunReport:
     final_summary: str
     final_output: str
     steps: int
-    attempts: int
+    rounds: int  # agent rounds, each ended by a verdict run
     tokens: int
     seconds: float
     model: str
@@ -245,13 +246,14 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     test_files_changed: list[str] = field(default_factory=list)
     summary: str = ""  # the model's final answer
-    # The verdict (solver/verdict/verdict.py): why it refused, how it decided, new tests.
-    refusals: list[str] = field(default_factory=list)
+    # The verdict (solver/verdict/verdict.py): why it did not accept, how it decided, new
+    # tests.
+    verdict_reasons: list[str] = field(default_factory=list)
     verdict_notes: list[str] = field(default_factory=list)
     new_tests: str = ""  # e.g. "new tests: 3 passed"
     setup_note: str = ""  # set when the setup command was inferred
     setup_command: str = ""
-    best_of: AttemptsReport | None = None  # several attempts (attempts_in_parallel > 1)
+    best_of: CandidatesReport | None = None  # several candidates (`candidates` > 1)
     read_first: list[ReadFirst] = field(default_factory=list)  # what no test run can tell
     issue_title: str = ""
     branch: str = ""  # the bot's branch, for the reproduce commands
@@ -390,7 +392,7 @@ def _run_section(report: RunReport) -> list[str]:
                   else "transcript kept on the worker")
     return [
         "## Run",
-        f"{report.steps} steps, {report.attempts} attempt(s), {report.tokens} tokens "
+        f"{report.steps} steps, {report.rounds} round(s), {report.tokens} tokens "
         f"generated, {report.seconds:.0f}s; model `{report.model}`; {transcript}.",
     ]
 
@@ -415,7 +417,7 @@ def pr_body(report: RunReport) -> str:
         *_reproduce_section(report),
         "",
         *_cautions_section(report),
-        *(["", *attempts_section(report.best_of)] if report.best_of else []),
+        *(["", *candidates_section(report.best_of)] if report.best_of else []),
         *(["", *ci_rounds_section(report.ci_rounds)] if report.ci_rounds else []),
         "",
         *_run_section(report),
@@ -431,8 +433,8 @@ def pr_body(report: RunReport) -> str:
 # ExitReason, and the harness's own: solver/agent/harness.py).
 EXIT_REASON_WORDS = {
     "agent": "the model said it was done, but the repository's tests do not pass",
-    "max_attempts": "the model had its last try after the test results were fed back to "
-                    "it, and the tests still fail",
+    "max_rounds": "the model had its last round after the test results were fed back to "
+                  "it, and the tests still fail",
     "max_turns": "the model used all of its steps before the tests passed",
     "max_time": "the run reached its time limit before the tests passed",
     "max_context_len": "the conversation outgrew the model's context window",
@@ -450,6 +452,7 @@ EXIT_REASON_WORDS = {
 
 def exit_reason_words(reason: str) -> str:
     """What happened, in words, with the exit code kept for a search."""
+    reason = old_names.exit_reason(reason) or reason  # a record of before keeps its words
     words = EXIT_REASON_WORDS.get(reason, "the run ended")
     return f"{words} ({code_span(reason)})"
 
@@ -486,18 +489,18 @@ def failure_comment(report: RunReport, retry_hint: bool = True) -> str:
         "",
         *_failure_facts(report),
     ]
-    if report.refusals:
-        lines += ["", "The verdict refused the change (only the repository's own, "
+    if report.verdict_reasons:
+        lines += ["", "The verdict did not accept the change (only the repository's own, "
                       "untouched tests count):",
-                  *[f"- {escape_prose(r)}" for r in report.refusals]]
+                  *[f"- {escape_prose(r)}" for r in report.verdict_reasons]]
     if report.read_first:
         lines += ["", *read_first_section(report.read_first)]
     if report.final_output.strip():
         lines += ["", "Tail of the last test run:", _fence(report.final_output)]
-    lines += ["", f"{report.steps} steps, {report.attempts} attempt(s), {report.seconds:.0f}s; "
+    lines += ["", f"{report.steps} steps, {report.rounds} round(s), {report.seconds:.0f}s; "
                   f"{run_links(report)}."]
     if report.best_of:
-        lines += ["", *attempts_section(report.best_of)]
+        lines += ["", *candidates_section(report.best_of)]
     if retry_hint:
         lines += ["", "To try again, comment `/frognano retry` (text after the command "
                       "is passed to the model as guidance)."]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dotenv import dotenv_values
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -22,7 +22,8 @@ from pydantic_settings import (
 )
 
 from solver.limits import PresetName
-from solver.repo_config import MAX_ATTEMPTS_IN_PARALLEL
+from solver.old_names import SETTINGS as OLD_SETTINGS
+from solver.repo_config import MAX_CANDIDATES
 
 # HMAC-SHA256 with a short key can be brute-forced offline from one captured delivery.
 MIN_WEBHOOK_SECRET_CHARS = 32
@@ -190,13 +191,13 @@ class ModelSettings(LlamaEnvSettings):
                     "(`solve --chat-template`).")
     model_slots: int = Field(
         default=1, ge=1, le=64, alias="FROGNANO_MODEL_SLOTS",
-        description="Attempts of one run (`attempts_in_parallel`) that run at once: 1 for "
+        description="Candidates of one run (`candidates`) that run at once: 1 for "
                     "a GGUF in process (they run in turn, until one passes); up to N for a "
                     "server started with N parallel slots (`llama-server --parallel N`), "
                     "which every run worker using it shares.")
     seed: int | None = Field(
         default=None, ge=0, lt=2**31, alias="FROGNANO_SEED",
-        description="Sampling seed of a bot run's first attempt (attempt k: seed + k), "
+        description="Sampling seed of a bot run's first candidate (candidate k: seed + k), "
                     "for reproducible runs; unset, one is drawn per run.")
 
 
@@ -262,11 +263,12 @@ class LimitSettings(BaseSettings):
                     "set single ones): `evaluation`, the configuration FrogNano was "
                     "evaluated in (150 steps, 131,072 tokens of context, 8,192 a turn); "
                     "`agent`, Leaf's agent defaults (100 steps, 65,536 tokens).")
-    max_parallel_attempts: int = Field(
-        default=1, ge=1, le=MAX_ATTEMPTS_IN_PARALLEL, alias="FROGNANO_MAX_PARALLEL_ATTEMPTS",
-        description="Most attempts one run may make (a repository's "
-                    "`attempts_in_parallel` above it is cut to it): each costs a whole "
-                    "agent run of model time.")
+    max_candidates: int = Field(
+        default=1, ge=1, le=MAX_CANDIDATES, alias="FROGNANO_MAX_CANDIDATES",
+        validation_alias=AliasChoices("FROGNANO_MAX_CANDIDATES",
+                                      OLD_SETTINGS["FROGNANO_MAX_CANDIDATES"]),
+        description="Most candidates one run may make (a repository's `candidates` "
+                    "above it is cut to it): each costs a whole agent run of model time.")
     progress_seconds: float = Field(
         default=30.0, gt=0, alias="FROGNANO_PROGRESS_SECONDS",
         description="`solve` without a terminal (piped, in CI): a progress line this "

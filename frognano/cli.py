@@ -61,6 +61,8 @@ def _add_solve_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
                       ) -> None:
     """`solve`'s flags; each defaults to None: unset, the setting applies (bot/settings.py,
     read in main)."""
+    from solver.old_names import SOLVE_FLAGS
+
     solve = commands.add_parser("solve", help="solve an issue in a local git repository")
     solve.add_argument("path", type=Path, help="the local git repository")
     issue = solve.add_mutually_exclusive_group(required=True)
@@ -73,19 +75,22 @@ def _add_solve_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
                             "(default: $FROGNANO_MODEL)")
     solve.add_argument("--max-steps", type=int,
                        help="model turns in all (default 150; 100 with FROGNANO_LIMITS=agent)")
-    solve.add_argument("--max-attempts", type=int,
-                       help="agent attempts, one more per failed test run (default 3)")
+    # The flags' old spellings (solver/old_names.py) still work; --help names them.
+    solve.add_argument("--max-rounds", SOLVE_FLAGS["--max-rounds"], type=int,
+                       dest="max_rounds",
+                       help="agent rounds, one more per test run that still fails (default 3)")
     solve.add_argument("--timeout-minutes", type=float, help="wall-time budget (default 60)")
     solve.add_argument("--sandbox", choices=["bubblewrap", "unsafe-local"],
                        help="isolation backend; unsafe-local is for development only "
                             "(default: $FROGNANO_SANDBOX, else bubblewrap)")
     solve.add_argument("--transcript", type=Path, help="where to write the JSONL transcript")
     solve.add_argument("--seed", type=int, help="sampling seed, recorded in the transcript "
-                                                "(attempt k of several: seed + k - 1)")
-    solve.add_argument("--attempts", type=int,
-                       help="best of N: independent attempts, the smallest passing change "
-                            "committed (default: `attempts_in_parallel` in "
-                            ".github/frognano.yml, cut to $FROGNANO_MAX_PARALLEL_ATTEMPTS; "
+                                                "(candidate k of several: seed + k - 1)")
+    solve.add_argument("--candidates", SOLVE_FLAGS["--candidates"], type=int,
+                       dest="candidates",
+                       help="best of N: independent candidates, the smallest passing change "
+                            "committed (default: `candidates` in "
+                            ".github/frognano.yml, cut to $FROGNANO_MAX_CANDIDATES; "
                             "$FROGNANO_MODEL_SLOTS run at once)")
     solve.add_argument("--keep-workspace", action="store_true",
                        help="keep the private workspace for inspection")
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "solve":
         from frognano.solve_command import EXIT_BAD_INPUT, run_solve
 
-        for name in ("max_steps", "max_attempts", "timeout_minutes", "attempts"):
+        for name in ("max_steps", "max_rounds", "timeout_minutes", "candidates"):
             _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
         if args.issue_file is not None:
             try:
@@ -202,7 +207,7 @@ def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
                          cpu_repack=args.cpu_repack)
     minutes = args.timeout_minutes
     flags = Limits(**{name: value for name, value in (
-        ("max_steps", args.max_steps), ("max_attempts", args.max_attempts),
+        ("max_steps", args.max_steps), ("max_rounds", args.max_rounds),
         ("max_seconds", None if minutes is None else 60 * minutes)) if value is not None})
     return SolveOptions(
         path=args.path, issue=issue, state_dir=settings.state_dir,
@@ -213,7 +218,7 @@ def _solve_options(args: argparse.Namespace, issue: str, settings: BotSettings
         n_gpu_layers=llama["n_gpu_layers"], llama=llama,
         chat_template=args.chat_template or settings.chat_template,
         database_url=settings.database_url, max_diff_bytes=settings.max_diff_bytes,
-        attempts=args.attempts, max_parallel_attempts=settings.max_parallel_attempts,
+        candidates=args.candidates, max_candidates=settings.max_candidates,
         model_slots=settings.model_slots,
         progress_seconds=settings.progress_seconds,
         package_index=PackageIndex.from_settings(settings),

@@ -1,9 +1,9 @@
 """Live progress of a run in the terminal: step, tool, the current turn's tokens and
 time, tokens/s, elapsed. The line is drawn by the clock, not only on events, so a turn
 that runs for minutes shows its tokens growing; without a terminal (a pipe, CI) a plain
-progress line is printed every `every_seconds`. With several attempts (`solve
---attempts`) every line says whose it is, and the live line has each running attempt's
-step."""
+progress line is printed every `every_seconds`. With several candidates (`solve
+--candidates`) every line says whose it is, and the live line has each running
+candidate's step."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from solver.agent.run_events import (
     TurnStarted,
     TurnTokens,
 )
-from solver.best_of import AttemptEnded, AttemptOfThread, AttemptStarted
+from solver.best_of import CandidateEnded, CandidateOfThread, CandidateStarted
 
 
 def shown(text: str) -> str:
@@ -48,9 +48,9 @@ class Progress:
         self.phase = "starting"
         self.turn_started: float | None = None  # while the model generates a turn
         self.turn_tokens = 0  # generated so far in the current (or last) turn
-        self.who = ""  # "attempt k · " before each line of one of several attempts
-        self._whose = AttemptOfThread()
-        self._steps: dict[int, int] = {}  # running attempts (of several) → their step
+        self.who = ""  # "candidate k · " before each line of one of several candidates
+        self._whose = CandidateOfThread()
+        self._steps: dict[int, int] = {}  # running candidates (of several) → their step
         self.every_seconds = every_seconds
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -61,7 +61,8 @@ class Progress:
 
     def _render(self) -> Text:
         now = time.monotonic()
-        steps = ", ".join(f"attempt {k + 1} at {step}" for k, step in sorted(self._steps.items()))
+        steps = ", ".join(f"candidate {k + 1} at {step}"
+                          for k, step in sorted(self._steps.items()))
         turn = ""
         if self.turn_started is not None:
             turn_seconds = now - self.turn_started
@@ -95,15 +96,15 @@ class Progress:
     def emit(self, event: Event) -> None:
         """As an output of the run's events (solver/agent/run_events.py)."""
         index = self._whose.see(event)
-        self.who = "" if index is None else f"attempt {index + 1} · "
-        if isinstance(event, AttemptStarted):
+        self.who = "" if index is None else f"candidate {index + 1} · "
+        if isinstance(event, CandidateStarted):
             self._steps[event.index] = 0
             seed = f" (seed {event.seed})" if event.seed is not None else ""
-            self.console.print(f"[bold]attempt {event.index + 1} of {event.of}{seed}[/bold] "
+            self.console.print(f"[bold]candidate {event.index + 1} of {event.of}{seed}[/bold] "
                                "started", highlight=False)
-        elif isinstance(event, AttemptEnded):
+        elif isinstance(event, CandidateEnded):
             self._steps.pop(event.index, None)
-            self.console.print(f"[bold]attempt {event.index + 1}[/bold] ended: "
+            self.console.print(f"[bold]candidate {event.index + 1}[/bold] ended: "
                                f"{shown(event.exit_reason)}", highlight=False)
         elif isinstance(event, TurnStarted):
             self.phase, self.step = "thinking", event.step
@@ -129,7 +130,7 @@ class Progress:
             self._tests("baseline", event.tests.summary())
         elif isinstance(event, TestsJudged):
             verdict = "; accepted" if event.verdict.accepted else \
-                "; refused: " + "; ".join(event.verdict.reasons[:3])
+                "; not accepted: " + "; ".join(event.verdict.reasons[:3])
             self._tests("after", event.tests.summary() + verdict)
         elif isinstance(event, SetupStarted):
             self.phase = "setup"

@@ -41,6 +41,10 @@ def _meaning(field: FieldInfo) -> str:
         if typing.get_origin(field.annotation) is typing.Literal else []
     if choices:
         text += " One of " + ", ".join(f"`{c}`" for c in choices) + "."
+    old = [name for name in getattr(field.validation_alias, "choices", [])
+           if isinstance(name, str) and name != field.alias]
+    if old:  # a name of before (solver/old_names.py), still read
+        text += " Old name, still read: " + ", ".join(f"`{name}`" for name in old) + "."
     return text.replace("|", "\\|")
 
 

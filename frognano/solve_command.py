@@ -36,8 +36,8 @@ from solver.models import ModelSpecError, build_model, check_model_slots
 from solver.models.base import ModelClient, Sampling
 from solver.models.llama_resident import LlamaSettings
 from solver.policy import setup_inputs_note
-from solver.repo_config import CONFIG_PATH, MAX_ATTEMPTS_IN_PARALLEL, RepoConfigError
-from solver.report import AttemptsReport
+from solver.repo_config import CONFIG_PATH, MAX_CANDIDATES, RepoConfigError
+from solver.report import CandidatesReport
 from solver.run import BestOfN, NoTestCommand, RunOutcome, RunRequest, Workspace, run
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from workers.run_recording import RunRecorder
@@ -66,7 +66,7 @@ class SolveOptions:
     model: str | None = None
     # The operator's preset (FROGNANO_LIMITS), its context the model's (FROGNANO_N_CTX or
     # --n-ctx, else cut to the model host's memory); `flags`: the fields --max-steps,
-    # --max-attempts and --timeout-minutes set, over `.github/frognano.yml`.
+    # --max-rounds and --timeout-minutes set, over `.github/frognano.yml`.
     limits: Limits = PRESETS["evaluation"]
     flags: Limits = field(default_factory=Limits)
     sandbox: str = "bubblewrap"
@@ -80,10 +80,10 @@ class SolveOptions:
     # Run records for the dashboard: None = sqlite in state_dir; "" = do not record.
     database_url: str | None = None
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
-    # Best of N (solver/run.py): `--attempts`, else the checkout's `attempts_in_parallel`
-    # cut to FROGNANO_MAX_PARALLEL_ATTEMPTS; FROGNANO_MODEL_SLOTS at once.
-    attempts: int | None = None
-    max_parallel_attempts: int = 1
+    # Best of N (solver/run.py): `--candidates`, else the checkout's `candidates` cut to
+    # FROGNANO_MAX_CANDIDATES; FROGNANO_MODEL_SLOTS at once.
+    candidates: int | None = None
+    max_candidates: int = 1
     model_slots: int = 1
     progress_seconds: float = 30.0  # without a terminal, a progress line this often
 
@@ -129,7 +129,7 @@ def _start_recorder(opts: SolveOptions, slug: str, transcript_path: Path) -> Run
 def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path: Path,
                recorder: RunRecorder) -> int:
     run_dir = opts.work_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{slug}"
-    # Attempt 1's transcript is this path too (solver.run opens it, appending): this one
+    # Candidate 1's transcript is this path too (solver.run opens it, appending): this one
     # holds only a record of a run that could not start or broke outside the harness.
     with Transcript(transcript_path) as transcript:
         events = Outputs(transcript, recorder)
@@ -150,9 +150,10 @@ def _run_solve(opts: SolveOptions, console: Console, slug: str, transcript_path:
                 remove_tree(run_dir)  # however deep the sandbox nested it
 
 
-def transcript_for(path: Path, attempt: int) -> Path:
-    """Attempt 1 writes `path`; attempt k of several `<stem>-k<suffix>` beside it."""
-    return path if attempt == 0 else path.with_name(f"{path.stem}-{attempt + 1}{path.suffix}")
+def transcript_for(path: Path, candidate: int) -> Path:
+    """Candidate 1 writes `path`; candidate k of several `<stem>-k<suffix>` beside it."""
+    return path if candidate == 0 else path.with_name(
+        f"{path.stem}-{candidate + 1}{path.suffix}")
 
 
 def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
@@ -165,7 +166,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     _check_numbers(opts)
     repo = check_repository(opts.path.resolve())
     model_for = _model_factory(opts)
-    model = model_for(opts.seed)  # its name and tokenizer, before any attempt starts
+    model = model_for(opts.seed)  # its name and tokenizer, before any candidate starts
     _check_issue_size(opts.issue, model, opts.n_ctx)
     with ExitStack() as progress:  # the progress line, from the plan to the end
         request = _run_request(opts, repo, run_dir, transcript_path, model.name, console,
@@ -180,7 +181,7 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
 
 
 def _model_factory(opts: SolveOptions) -> Callable[[int | None], ModelClient]:
-    """One client per attempt, as the worker's; the llama.cpp settings checked first."""
+    """One client per candidate, as the worker's; the llama.cpp settings checked first."""
     try:
         llama = LlamaSettings(**{**opts.llama, "n_ctx": opts.n_ctx,
                                  "n_gpu_layers": opts.n_gpu_layers})
@@ -201,9 +202,9 @@ def _run_request(opts: SolveOptions, repo: Path, run_dir: Path, transcript_path:
                  ) -> RunRequest:
     """The checkout's own config (HEAD is the user's), the flags over it; on a branch
     `solve` made, its setup runs none of the model's files, and the tests that judge it
-    are the repository's (solver/run.open_workspace). Best of N: `--attempts` over the
-    checkout's `attempts_in_parallel`; the config's value is cut to
-    FROGNANO_MAX_PARALLEL_ATTEMPTS as in the bot, the flag is the operator's own word."""
+    are the repository's (solver/run.open_workspace). Best of N: `--candidates` over the
+    checkout's `candidates`; the config's value is cut to
+    FROGNANO_MAX_CANDIDATES as in the bot, the flag is the operator's own word."""
 
     def planned(plan: RunPlan, host: HostRepo) -> EventOutput:
         console.print(shown(f"repository {repo} at {host.base[:12]}; tests: "
@@ -221,7 +222,7 @@ def _run_request(opts: SolveOptions, repo: Path, run_dir: Path, transcript_path:
                             own_commits=own_commits(repo)),
         transcript_for=lambda k: transcript_for(transcript_path, k),
         test_command=opts.test_cmd, limits=opts.limits, flags=opts.flags,
-        best_of=BestOfN(asked=opts.attempts, allowed=opts.attempts or opts.max_parallel_attempts,
+        best_of=BestOfN(asked=opts.candidates, allowed=opts.candidates or opts.max_candidates,
                         slots=opts.model_slots, seed=opts.seed),
         sandbox_backend=opts.sandbox, package_index=opts.package_index,
         opening=Event(),  # no trigger to open with: an event that is never recorded
@@ -234,7 +235,7 @@ def _apply(opts: SolveOptions, repo: Path, slug: str, transcript_path: Path,
     host, result, decision = outcome.host, outcome.result, outcome.decision
     report = outcome.report()
     if report is not None:
-        _report_attempts(report, transcript_path, console)
+        _report_candidates(report, transcript_path, console)
     _report(result, console)
     if result.exit_reason == "baseline_unusable":
         return EXIT_BAD_INPUT
@@ -264,11 +265,11 @@ def _apply(opts: SolveOptions, repo: Path, slug: str, transcript_path: Path,
     return EXIT_OK
 
 
-def _report_attempts(report: AttemptsReport, transcript_path: Path, console: Console
-                     ) -> None:
-    """Best of N: how each attempt ended (the PR body's table, as lines), then which one
+def _report_candidates(report: CandidatesReport, transcript_path: Path, console: Console
+                       ) -> None:
+    """Best of N: how each candidate ended (the PR body's table, as lines), then which one
     the report below is about."""
-    cap = f" (asked {report.asked}; FROGNANO_MAX_PARALLEL_ATTEMPTS allows " \
+    cap = f" (asked {report.asked}; FROGNANO_MAX_CANDIDATES allows " \
           f"{report.allowed})" if report.allowed < report.asked else ""
     how = "in turn" if report.slots == 1 else f"{min(report.slots, report.allowed)} at a time"
     console.print(f"[bold]best of {report.allowed}[/bold]{shown(cap)}, {how}:",
@@ -276,16 +277,16 @@ def _report_attempts(report: AttemptsReport, transcript_path: Path, console: Con
     for line in sorted([report.chosen, *report.others], key=lambda a: a.number):
         seed = f"seed {line.seed}" if line.seed is not None else "no seed"
         console.print(shown(
-            f"  attempt {line.number} ({seed}): {line.outcome}; {line.steps} step(s), "
+            f"  candidate {line.number} ({seed}): {line.outcome}; {line.steps} step(s), "
             f"{line.tokens} tokens, {line.lines} lines changed in {line.files} file(s); "
             f"transcript {transcript_for(transcript_path, line.number - 1)}"),
             highlight=False)
     ran = 1 + len(report.others)
     if report.published and ran < report.allowed:
-        console.print(f"  attempts {ran + 1} to {report.allowed} did not run: attempt "
+        console.print(f"  candidates {ran + 1} to {report.allowed} did not run: candidate "
                       f"{report.chosen.number} passed first", highlight=False)
     which = "chosen" if report.published else "reported (none passed)"
-    console.print(f"[bold]attempt {report.chosen.number}[/bold], {which}:", highlight=False)
+    console.print(f"[bold]candidate {report.chosen.number}[/bold], {which}:", highlight=False)
 
 
 def _check_numbers(opts: SolveOptions) -> None:
@@ -295,9 +296,9 @@ def _check_numbers(opts: SolveOptions) -> None:
                        "the option out to use `test:` in .github/frognano.yml or autodetection")
     if opts.n_ctx <= 0:
         raise BadInput(f"--n-ctx must be a positive number of tokens, not {opts.n_ctx}")
-    if opts.attempts is not None and not 1 <= opts.attempts <= MAX_ATTEMPTS_IN_PARALLEL:
-        raise BadInput(f"--attempts must be from 1 to {MAX_ATTEMPTS_IN_PARALLEL}, not "
-                       f"{opts.attempts}")
+    if opts.candidates is not None and not 1 <= opts.candidates <= MAX_CANDIDATES:
+        raise BadInput(f"--candidates must be from 1 to {MAX_CANDIDATES}, not "
+                       f"{opts.candidates}")
 
 
 def _check_issue_size(issue: str, model: object, context: int) -> None:
@@ -319,7 +320,7 @@ def _report(result: SolveResult, console: Console) -> None:
     """Everything here is data (paths, test ids, output): escaped, never read as markup."""
     style = "green" if result.tests_passed else "red"
     console.print(f"[bold {style}]{shown(result.exit_reason)}[/bold {style}] after "
-                  f"{result.steps} steps, {result.attempts} attempt(s), "
+                  f"{result.steps} steps, {result.rounds} round(s), "
                   f"{result.seconds:.1f}s, {result.usage.completion_tokens} tokens generated",
                   highlight=False)
     if result.baseline:
@@ -333,7 +334,7 @@ def _report(result: SolveResult, console: Console) -> None:
     verdict = result.verdict
     if verdict is not None:
         state = "[bold green]accepted[/bold green]" if verdict.accepted \
-            else "[bold red]refused[/bold red]"
+            else "[bold red]not accepted[/bold red]"
         console.print(f"verdict: {state} ({shown(verdict.mode)}); "
                       f"{shown(verdict.new_tests_summary())}", highlight=False)
         for note in verdict.notes:
@@ -343,7 +344,8 @@ def _report(result: SolveResult, console: Console) -> None:
             console.print(f"[bold red]read this first:[/bold red] {shown(flag.text())}",
                           highlight=False)
     for reason in result.suspicious:
-        label = "refused" if verdict is not None and reason in verdict.reasons else "warning"
+        label = "not accepted" if verdict is not None and reason in verdict.reasons \
+            else "warning"
         console.print(f"[bold yellow]{label}:[/bold yellow] {shown(reason)}", highlight=False)
     if result.error:
         console.print(f"[red]{shown(result.error)}[/red]", highlight=False)

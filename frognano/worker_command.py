@@ -78,7 +78,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
         max_diff_bytes=settings.max_diff_bytes,
         limits=limits,
         model_slots=settings.model_slots,
-        max_parallel_attempts=settings.max_parallel_attempts,
+        max_candidates=settings.max_candidates,
         seed=settings.seed,
         package_index=PackageIndex.from_settings(settings),
     )

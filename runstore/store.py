@@ -64,7 +64,8 @@ class Run(Base):
     # recorded before its run record (or before migration 0003 without one).
     title: Mapped[str | None] = mapped_column(Text)
     trigger: Mapped[str] = mapped_column(String(32))  # label, retry, solve
-    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    # The Nth run of this repo and issue, counted from 1 (the dashboard's "run N").
+    run_number: Mapped[int] = mapped_column(Integer, default=1)
     status: Mapped[str] = mapped_column(String(16), default="queued")
     outcome: Mapped[str | None] = mapped_column(String(32))  # pipeline outcome, e.g. pr_opened
     exit_reason: Mapped[str | None] = mapped_column(String(64))
@@ -77,7 +78,7 @@ class Run(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     seconds: Mapped[float | None] = mapped_column(Float)
     steps: Mapped[int] = mapped_column(Integer, default=0)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    rounds: Mapped[int] = mapped_column(Integer, default=0)  # agent rounds (verdict runs)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)  # sent
     prompt_tokens_evaluated: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
@@ -91,7 +92,7 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
-        Index("ix_runs_repo_issue_attempt", "repo", "issue", "attempt"),
+        Index("ix_runs_repo_issue_run_number", "repo", "issue", "run_number"),
         Index("ix_runs_status", "status"),
         Index("ix_runs_created_at", "created_at"),
     )
@@ -220,6 +221,19 @@ def upgrade_database(engine: Engine, revision: str = "head") -> None:
         connection.commit()
 
 
+def downgrade_database(engine: Engine, revision: str) -> None:
+    """Undo the packaged migrations down to `revision`, for going back to an older release."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with _migration_lock(str(engine.url)), engine.connect() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+        connection.commit()
+
+
 class RunStoreUnavailable(RuntimeError):
     """The database cannot be opened or migrated; the message says which and why."""
 
@@ -278,33 +292,33 @@ class RunStore:
 
     # --- runs -----------------------------------------------------------------------------
 
-    def create_run(self, *, repo: str, issue: str | int, trigger: str, attempt: int,
+    def create_run(self, *, repo: str, issue: str | int, trigger: str, run_number: int,
                    status: str = "running", **fields: Any) -> int:
         _check(status, {"repo": repo, "issue": str(issue), "trigger": trigger, **fields})
         now = time.time()
-        run = Run(repo=repo, issue=str(issue), trigger=trigger, attempt=attempt, status=status,
-                  created_at=now, updated_at=now,
+        run = Run(repo=repo, issue=str(issue), trigger=trigger, run_number=run_number,
+                  status=status, created_at=now, updated_at=now,
                   started_at=now if status == "running" else None, **_encoded(fields))
         with self.session() as session:
             session.add(run)
             session.flush()
             return run.id
 
-    def start_run(self, *, repo: str, issue: str | int, trigger: str, attempt: int,
+    def start_run(self, *, repo: str, issue: str | int, trigger: str, run_number: int,
                   **fields: Any) -> int:
-        """Mark a pipeline run as running, reusing the record of the same attempt when the
-        task was redelivered or requeued, so one attempt stays one row."""
-        existing = self.find_run(repo, issue, attempt)
+        """Mark a pipeline run as running, reusing the record of the same run number when
+        the task was redelivered or requeued, so one run stays one row."""
+        existing = self.find_run(repo, issue, run_number)
         if existing is None:
-            return self.create_run(repo=repo, issue=issue, trigger=trigger, attempt=attempt,
-                                   **fields)
+            return self.create_run(repo=repo, issue=issue, trigger=trigger,
+                                   run_number=run_number, **fields)
         self.update_run(existing.id, status="running", started_at=time.time(),
                         finished_at=None, trigger=trigger, **fields)
         return existing.id
 
-    def next_attempt(self, repo: str, issue: str | int) -> int:
+    def next_run_number(self, repo: str, issue: str | int) -> int:
         with self.session() as session:
-            latest = session.scalar(select(func.max(Run.attempt)).where(
+            latest = session.scalar(select(func.max(Run.run_number)).where(
                 Run.repo == repo, Run.issue == str(issue)))
         return (latest or 0) + 1
 
@@ -331,11 +345,11 @@ class RunStore:
         with self.session() as session:
             return session.get(Run, run_id)
 
-    def find_run(self, repo: str, issue: str | int, attempt: int) -> Run | None:
-        """The newest record of this attempt (the URL shape the PR body links)."""
+    def find_run(self, repo: str, issue: str | int, run_number: int) -> Run | None:
+        """The newest record of this run number (the URL shape the PR body links)."""
         with self.session() as session:
             return session.scalars(select(Run).where(
-                Run.repo == repo, Run.issue == str(issue), Run.attempt == attempt,
+                Run.repo == repo, Run.issue == str(issue), Run.run_number == run_number,
             ).order_by(Run.id.desc()).limit(1)).first()
 
     def list_runs(self, *, repo: str | None = None, status: str | None = None,

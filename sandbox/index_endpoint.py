@@ -174,8 +174,8 @@ class Upstream:
             request.add_header("Authorization", self.credentials[_origin(url)])
         opener = self.proxied if self.proxy.for_host(urlsplit(url).hostname or "") \
             else self.direct
-        for attempt in range(FETCH_TRIES):
-            last = attempt == FETCH_TRIES - 1
+        for try_number in range(FETCH_TRIES):
+            last = try_number == FETCH_TRIES - 1
             try:
                 return opener.open(request, timeout=FETCH_TIMEOUT_SECONDS)  # type: ignore[no-any-return]
             except urllib.error.HTTPError as exc:

@@ -1,8 +1,8 @@
-"""Best of N as data: which of several attempts at one issue is chosen, how each is
+"""Best of N as data: which of several candidates for one issue is chosen, how each is
 summed up, and the events and outputs that tell them apart (solver/run.py runs them).
 
-`.github/frognano.yml`'s `attempts_in_parallel: N` (cut to the operator's
-FROGNANO_MAX_PARALLEL_ATTEMPTS) runs N agents on the same plan, each with its own seed
+`.github/frognano.yml`'s `candidates: N` (cut to the operator's
+FROGNANO_MAX_CANDIDATES) runs N agents on the same plan, each with its own seed
 (the run's first seed + k), workspace, host git directory, sandbox and transcript. Among
 those whose decision is publish (`run.decide`), `choose` takes the fewest changed
 lines, then the fewest files: the tests are the judge, and the smaller of two passing
@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from solver.agent.result import SolveResult
 from solver.agent.run_events import Event, EventOutput, RunFinished
-from solver.report import AttemptLine
+from solver.report import CandidateLine
 
 if TYPE_CHECKING:
     from solver.run import Decision
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptStarted(Event):
-    """The transcript of one of several attempts says which it is."""
+class CandidateStarted(Event):
+    """The transcript of one of several candidates says which it is."""
 
-    kind: ClassVar[str] = "attempt"
+    kind: ClassVar[str] = "candidate"
     index: int
     of: int
     seed: int | None
@@ -39,51 +39,51 @@ class AttemptStarted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptEnded(Event):
-    """Live only (the attempt's transcript has its result): one of several attempts ended,
+class CandidateEnded(Event):
+    """Live only (the candidate's transcript has its result): one of several candidates ended,
     for the status comment, which never sees the held `RunFinished`."""
 
     index: int
     exit_reason: str
 
 
-class AttemptOfThread:
-    """Whose event it is, for outputs shared by several attempts (the status comment, the
-    terminal): the events do not name their attempt, but an attempt runs in one thread
-    from its `AttemptStarted` to its `AttemptEnded` (`run.BestOf.attempt`)."""
+class CandidateOfThread:
+    """Whose event it is, for outputs shared by several candidates (the status comment, the
+    terminal): the events do not name their candidate, but a candidate runs in one thread
+    from its `CandidateStarted` to its `CandidateEnded` (`run.BestOf.candidate`)."""
 
     def __init__(self) -> None:
         self._by_thread: dict[int, int] = {}
 
     def see(self, event: Event) -> int | None:
-        """The index of the attempt `event` belongs to; None in a run of one attempt.
+        """The index of the candidate `event` belongs to; None in a run of one candidate.
         Every event must pass through here, in the thread that emitted it."""
         ident = threading.get_ident()
-        if isinstance(event, AttemptStarted):
+        if isinstance(event, CandidateStarted):
             self._by_thread[ident] = event.index
-        elif isinstance(event, AttemptEnded):
+        elif isinstance(event, CandidateEnded):
             self._by_thread.pop(ident, None)
             return event.index
         return self._by_thread.get(ident)
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptsChosen(Event):
-    """Which attempt the run published (or reports), and how each one ended."""
+class CandidatesChosen(Event):
+    """Which candidate the run published (or reports), and how each one ended."""
 
-    kind: ClassVar[str] = "attempts"
+    kind: ClassVar[str] = "candidates"
     chosen: int
     published: bool
-    attempts: list[dict[str, Any]]
+    candidates: list[dict[str, Any]]
 
     def fields(self) -> dict[str, Any]:
         return {"chosen": self.chosen, "published": self.published,
-                "attempts": self.attempts}
+                "candidates": self.candidates}
 
 
 @dataclass(frozen=True)
-class Attempt:
-    """One finished attempt, as `choose` sees it."""
+class Candidate:
+    """One finished candidate, as `choose` sees it."""
 
     index: int  # 0-based; people read index + 1
     seed: int | None
@@ -101,27 +101,27 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Choice:
-    chosen: Attempt  # the published one; when none passed, the one reported
-    others: list[Attempt]  # by index
+    chosen: Candidate  # the published one; when none passed, the one reported
+    others: list[Candidate]  # by index
 
     @property
     def published(self) -> bool:
         return self.chosen.decision.action == "publish"
 
 
-def choose(attempts: Sequence[Attempt]) -> Choice:
-    """The passing attempt with the fewest changed lines, then files, then the earliest.
+def choose(candidates: Sequence[Candidate]) -> Choice:
+    """The passing candidate with the fewest changed lines, then files, then the earliest.
     When none passes: the first refused one (its tests passed; the refusal is the news),
     else the first."""
-    if not attempts:
-        raise ValueError("no attempt finished")
-    passing = [a for a in attempts if a.decision.action == "publish"]
+    if not candidates:
+        raise ValueError("no candidate finished")
+    passing = [a for a in candidates if a.decision.action == "publish"]
     if passing:
         chosen = min(passing, key=lambda a: (a.lines, a.files, a.index))
     else:
-        refused = [a for a in attempts if a.decision.action == "refuse"]
-        chosen = min(refused or attempts, key=lambda a: a.index)
-    return Choice(chosen, sorted((a for a in attempts if a is not chosen),
+        refused = [a for a in candidates if a.decision.action == "refuse"]
+        chosen = min(refused or candidates, key=lambda a: a.index)
+    return Choice(chosen, sorted((a for a in candidates if a is not chosen),
                                  key=lambda a: a.index))
 
 
@@ -144,24 +144,24 @@ def changed_lines(diff: str) -> int:
     return count
 
 
-def summary(attempt: Attempt, chosen: Attempt) -> AttemptLine:
-    """An attempt's line in the PR body or the failure comment (bot/messages.py)."""
-    decision, result = attempt.decision, attempt.result
+def summary(candidate: Candidate, chosen: Candidate) -> CandidateLine:
+    """A candidate's line in the PR body or the failure comment (bot/messages.py)."""
+    decision, result = candidate.decision, candidate.result
     if decision.action == "publish":
-        outcome = "chosen" if attempt is chosen else "passed, larger change"
+        outcome = "chosen" if candidate is chosen else "passed, larger change"
     elif decision.action == "refuse":
         outcome = f"passed, refused ({decision.outcome.removeprefix('refused_')})"
     elif decision.outcome == "failed":
         outcome = f"failed ({result.exit_reason})"
     else:
         outcome = f"failed ({decision.outcome})"  # no_change
-    return AttemptLine(number=attempt.index + 1, seed=attempt.seed, outcome=outcome,
-                       steps=result.steps, tokens=result.usage.completion_tokens,
-                       lines=attempt.lines, files=attempt.files)
+    return CandidateLine(number=candidate.index + 1, seed=candidate.seed, outcome=outcome,
+                         steps=result.steps, tokens=result.usage.completion_tokens,
+                         lines=candidate.lines, files=candidate.files)
 
 
 class LockedOutput:
-    """Outputs shared by attempts running in threads, one event at a time."""
+    """Outputs shared by candidates running in threads, one event at a time."""
 
     def __init__(self, output: EventOutput) -> None:
         self.output, self.lock = output, threading.Lock()
@@ -172,8 +172,8 @@ class LockedOutput:
 
 
 class HoldResult:
-    """Keeps an attempt's `RunFinished` from the run record, so that the record's result
-    columns are the chosen attempt's, stored once the choice is made."""
+    """Keeps a candidate's `RunFinished` from the run record, so that the record's result
+    columns are the chosen candidate's, stored once the choice is made."""
 
     def __init__(self, output: EventOutput, held: dict[int, RunFinished], index: int
                  ) -> None:
@@ -182,7 +182,7 @@ class HoldResult:
     def emit(self, event: Event) -> None:
         if isinstance(event, RunFinished):
             self.held[self.index] = event
-            self.output.emit(AttemptEnded(index=self.index,
+            self.output.emit(CandidateEnded(index=self.index,
                                           exit_reason=event.result.exit_reason))
         else:
             self.output.emit(event)

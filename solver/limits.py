@@ -31,9 +31,10 @@ class Limits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     max_steps: int = Field(default=150, ge=1)
-    """Model turns in all, over every attempt; then the run ends `max_turns`."""
-    max_attempts: int = Field(default=3, ge=1)
-    """Agent attempts: one, plus one per verdict that sent the model back."""
+    """Model turns in all, over every round; then the run ends `max_turns`."""
+    max_rounds: int = Field(default=3, ge=1)
+    """Agent rounds (each ends in a verdict run): one, plus one per verdict that sent the
+    model back; then the run ends `max_rounds`."""
     max_seconds: float = Field(default=3600.0, gt=0)
     """Wall time of the whole run (setup, baseline, agent, verdicts); then `max_time`."""
     # Not bounded here: `solve --n-ctx 0` is refused by solve with the flag's name.

@@ -22,11 +22,12 @@ from pydantic import (
 
 from sandbox.services import DEFAULT_DATABASE, SERVICE_NAMES, ServiceSpec
 from solver.limits import Limits
+from solver.old_names import CONFIG_KEYS
 
 CONFIG_PATH = ".github/frognano.yml"
-# The most independent attempts one run may ask for, whatever the operator allows: each
-# is a whole agent run (its own sandbox, model stream and test runs).
-MAX_ATTEMPTS_IN_PARALLEL = 8
+# The most candidates (independent agents) one run may ask for, whatever the operator
+# allows: each is a whole agent run (its own sandbox, model stream and test runs).
+MAX_CANDIDATES = 8
 
 
 class RepoConfigError(ValueError):
@@ -90,14 +91,17 @@ class RepoConfig(BaseModel):
     # The budgets: unset, the operator's preset's (solver/limits.py, FROGNANO_LIMITS).
     max_steps: int | None = Field(default=None, ge=1, le=1000,
                                   description="Model turns in all (default 150).")
-    max_attempts: int | None = Field(
+    # A file of before names its old key (solver/old_names.py); it is read the same.
+    max_rounds: int | None = Field(
         default=None, ge=1, le=20,
-        description="Agent attempts: one, plus one per failed test run (default 3).")
+        validation_alias=AliasChoices("max_rounds", CONFIG_KEYS["max_rounds"]),
+        description="Agent rounds: one, plus one per test run that still fails (default 3).")
     # Strict: YAML reads `yes` as True, which a lax int would take for 1.
-    attempts_in_parallel: StrictInt = Field(
-        default=1, ge=1, le=MAX_ATTEMPTS_IN_PARALLEL,
-        description="Independent agents with different seeds; the smallest passing change "
-                    "is published (capped by FROGNANO_MAX_PARALLEL_ATTEMPTS).")
+    candidates: StrictInt = Field(
+        default=1, ge=1, le=MAX_CANDIDATES,
+        validation_alias=AliasChoices("candidates", CONFIG_KEYS["candidates"]),
+        description="Independent agents (candidates) with different seeds; the smallest "
+                    "passing change is published (capped by FROGNANO_MAX_CANDIDATES).")
     timeout_minutes: float | None = Field(default=None, gt=0, le=24 * 60,
                                           description="Wall time of a run (default 60).")
     test_timeout_minutes: float | None = Field(default=None, gt=0, le=24 * 60,
@@ -110,14 +114,13 @@ class RepoConfig(BaseModel):
                     "pull_request workflows do not run model-written code with the "
                     "repository's secrets until a person pushes to the branch; run: they "
                     "run on the bot's push like on anyone's.")
-    # Issue 23 §2 calls it `ci_fix_attempts`; "attempt" is being renamed (issue 22 §1),
-    # so the key is `ci_fix_rounds` and the issue's name is accepted as an alias.
+    # Issue 23 §2's name for it is accepted too (solver/old_names.py).
     ci_fix_rounds: StrictInt = Field(
         default=2, ge=0, le=10,
-        validation_alias=AliasChoices("ci_fix_rounds", "ci_fix_attempts"),
+        validation_alias=AliasChoices("ci_fix_rounds", CONFIG_KEYS["ci_fix_rounds"]),
         description="With `ci: run`: how many times a failed check on the bot's own PR "
                     "head starts a repair run before the bot stops and labels the PR "
-                    "needs-human (0: never); `ci_fix_attempts` is the same key.")
+                    "needs-human (0: never); its old name is read the same.")
     services: Services = Field(
         default_factory=Services,
         description="Test services (postgresql, redis) started fresh, from the worker's own "
@@ -132,7 +135,7 @@ class RepoConfig(BaseModel):
     def limits_over(self, base: Limits) -> Limits:
         """`base` (the preset) with the budgets this file sets laid over it."""
         minutes = {"max_seconds": self.timeout_minutes, "test_timeout": self.test_timeout_minutes}
-        return base.over({"max_steps": self.max_steps, "max_attempts": self.max_attempts,
+        return base.over({"max_steps": self.max_steps, "max_rounds": self.max_rounds,
                           **{name: None if value is None else 60 * value
                              for name, value in minutes.items()}})
 

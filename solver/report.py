@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class AttemptLine:
-    """How one of several attempts at an issue ended (solver/best_of.py)."""
+class CandidateLine:
+    """How one of several candidates at an issue ended (solver/best_of.py)."""
 
     number: int  # 1-based
     seed: int | None
@@ -20,12 +20,12 @@ class AttemptLine:
 
 
 @dataclass(frozen=True)
-class AttemptsReport:
-    """Best of N: what was asked and allowed, and every attempt that ran."""
+class CandidatesReport:
+    """Best of N: what was asked and allowed, and every candidate that ran."""
 
-    asked: int  # `attempts_in_parallel`
-    allowed: int  # after the operator's FROGNANO_MAX_PARALLEL_ATTEMPTS
-    slots: int  # attempts the model runs at once
-    chosen: AttemptLine  # the published one, or when none passed the one reported
-    others: list[AttemptLine]
+    asked: int  # `candidates`
+    allowed: int  # after the operator's FROGNANO_MAX_CANDIDATES
+    slots: int  # candidates the model runs at once
+    chosen: CandidateLine  # the published one, or when none passed the one reported
+    others: list[CandidateLine]
     published: bool

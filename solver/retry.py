@@ -36,7 +36,7 @@ class Backoff:
     """How a caller retries. The wait before try k + 1 is `first_wait * 2 ** (k - 1)`
     (or a `Transient`'s own `wait`), never more than `max_wait`."""
 
-    attempts: int  # tries in all, the first included (at least one is made)
+    tries: int  # in all, the first included (at least one is made)
     first_wait: float  # seconds before the second try; doubled before each next one
     retry_on: tuple[type[BaseException], ...] = (Transient,)  # what is worth another try
     max_wait: float = math.inf
@@ -47,23 +47,23 @@ class Backoff:
         return max(0.0, min(wait, self.max_wait))
 
 
-def with_backoff(attempt: Callable[[int], T], policy: Backoff, *, what: str,
+def with_backoff(try_once: Callable[[int], T], policy: Backoff, *, what: str,
                  sleep: Callable[[float], None] = time.sleep) -> T:
-    """`attempt(1)`, then `attempt(2)`, ... until one returns, and that result. An
+    """`try_once(1)`, then `try_once(2)`, ... until one returns, and that result. An
     exception in `policy.retry_on` is followed by a wait and the next try; on the last
     try it is raised as it is, so the caller words the final error. Any other exception
-    ends the loop at once. `attempt` gets the try's number, to do what only a retry
+    ends the loop at once. `try_once` gets the try's number, to do what only a retry
     needs (look whether a failed try had succeeded after all)."""
-    tries = max(1, policy.attempts)
+    tries = max(1, policy.tries)
     for number in range(1, tries + 1):
         try:
-            return attempt(number)
+            return try_once(number)
         except policy.retry_on as failure:
             if number == tries:
                 raise
             hint = failure.wait if isinstance(failure, Transient) else None
             wait = policy.wait_after(number, hint)
-            log.warning("%s: %s, retrying in %.1f s (attempt %d of %d)", what,
+            log.warning("%s: %s, retrying in %.1f s (try %d of %d)", what,
                         failure.reason if isinstance(failure, Transient) else failure,
                         wait, number, tries)
             sleep(wait)

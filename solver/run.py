@@ -7,9 +7,9 @@ worker alike: open the workspace → prepare → best of N × (execute → decid
 - `execute`: the sandbox and the harness, with the caller's event outputs;
 - `decide`: the finished run → publish, refuse or fail, with a reason. Pure, so every
   branch is tested as data (tests/unit/solver/test_run.py);
-- `BestOf`: the attempts, `slots` at once (FROGNANO_MODEL_SLOTS; with one, in turn). An
-  attempt not yet started when one has passed is skipped; a stale run stops every attempt
-  at its next step; attempt 0 keeps a single run's paths, so N = 1 is the run it was
+- `BestOf`: the candidates, `slots` at once (FROGNANO_MODEL_SLOTS; with one, in turn). A
+  candidate not yet started when one has passed is skipped; a stale run stops every
+  candidate at its next step; candidate 0 keeps a single run's paths, so N = 1 is the run it was
   (solver/best_of.py chooses among them).
 
 What differs between the callers are the request's fields: where the source and the
@@ -34,9 +34,9 @@ from solver.agent.result import SolveResult
 from solver.agent.run_events import Event, EventOutput, Outputs, RunFinished
 from solver.agent.transcript import Transcript
 from solver.best_of import (
-    Attempt,
-    AttemptsChosen,
-    AttemptStarted,
+    Candidate,
+    CandidatesChosen,
+    CandidateStarted,
     Choice,
     HoldResult,
     LockedOutput,
@@ -49,7 +49,7 @@ from solver.limits import PRESETS, Limits
 from solver.models.base import ModelClient, Usage
 from solver.policy import bot_identity, forbidden_paths
 from solver.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
-from solver.report import AttemptsReport
+from solver.report import CandidatesReport
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.setup.python_setup import infer_python_setup
 from solver.verdict.repo_tests import detect_test_command
@@ -157,7 +157,7 @@ def _services_failed(plan: RunPlan, error: str, seconds: float,
                      events: EventOutput) -> SolveResult:
     result = SolveResult(exit_reason="services_failed", tests_passed=False, diff="",
                          test_command=plan.test_command, baseline=None, final=None,
-                         attempts=0, steps=0, usage=Usage(), seconds=seconds, error=error,
+                         rounds=0, steps=0, usage=Usage(), seconds=seconds, error=error,
                          setup_command=plan.setup_command, setup_note=plan.setup_note)
     events.emit(RunFinished(result=result))
     return result
@@ -206,8 +206,8 @@ def decide(result: SolveResult, config: RepoConfig) -> Decision:
 
 @dataclass(frozen=True, kw_only=True)
 class Workspace:
-    """Where a run works: `branch` of `source` (None: its HEAD), attempt 0 in `run_dir`
-    and attempt k in `run_dir/attempt-<k + 1>`, each from `open_workspace`."""
+    """Where a run works: `branch` of `source` (None: its HEAD), candidate 0 in `run_dir`
+    and candidate k in `run_dir/candidate-<k + 1>`, each from `open_workspace`."""
 
     source: Path
     branch: str | None = None
@@ -215,17 +215,17 @@ class Workspace:
     max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES
     own_commits: OwnCommits | None = None
 
-    def open(self, attempt: int) -> HostRepo:
-        run_dir = self.run_dir / f"attempt-{attempt + 1}" if attempt else self.run_dir
+    def open(self, candidate: int) -> HostRepo:
+        run_dir = self.run_dir / f"candidate-{candidate + 1}" if candidate else self.run_dir
         return open_workspace(self.source, self.branch, run_dir,
                               max_diff_bytes=self.max_diff_bytes, own_commits=self.own_commits)
 
 
 @dataclass(frozen=True, kw_only=True)
 class BestOfN:
-    """How many attempts: `asked` (the config's `attempts_in_parallel` when None; 1 for a
-    review), cut to `allowed` (FROGNANO_MAX_PARALLEL_ATTEMPTS), `slots` at once, the
-    first with `seed` (None: with one attempt the backend's own, else drawn)."""
+    """How many candidates: `asked` (the config's `candidates` when None; 1 for a
+    review), cut to `allowed` (FROGNANO_MAX_CANDIDATES), `slots` at once, the
+    first with `seed` (None: with one candidate the backend's own, else drawn)."""
 
     asked: int | None = None
     allowed: int = 1
@@ -244,7 +244,7 @@ class RunRequest:
     issue: str
     workspace: Workspace
     model_for: Callable[[int | None], ModelClient]  # a client sampling with this seed
-    transcript_for: Callable[[int], Path]  # attempt k's transcript
+    transcript_for: Callable[[int], Path]  # candidate k's transcript
     config: RepoConfig | None = None  # None: the workspace's own CONFIG_PATH (`solve`)
     test_command: str | None = None  # `solve --test-cmd`
     guidance: str = ""  # a maintainer's words, a review's comments
@@ -255,7 +255,7 @@ class RunRequest:
     sandbox_backend: str = "bubblewrap"
     package_index: PackageIndex = NO_INDEX  # the setup phase's network
     opening: Event = field(default_factory=Event)  # each transcript's first record
-    # Once the run is planned, before any attempt: the outputs every attempt shares (the
+    # Once the run is planned, before any candidate: the outputs all candidates share (the
     # run record, the status comment or the terminal).
     on_planned: Callable[[RunPlan, HostRepo], EventOutput] = _no_outputs
     should_stop: Callable[[], bool] = lambda: False  # a superseded or cancelled run
@@ -270,7 +270,7 @@ class RunRequest:
 
 @dataclass
 class RunOutcome:
-    """What `run` hands back: the plan, the choice, each attempt's host git directory (the
+    """What `run` hands back: the plan, the choice, each candidate's host git directory (the
     chosen one's is published), and what the PR body says about the others."""
 
     plan: RunPlan
@@ -278,8 +278,8 @@ class RunOutcome:
     choice: Choice
     hosts: dict[int, HostRepo]
     models: dict[int, str]
-    planned: int  # attempts the run was allowed
-    asked: int  # attempts_in_parallel
+    planned: int  # candidates the run was allowed
+    asked: int  # the config's `candidates`
     slots: int
 
     @property
@@ -298,12 +298,12 @@ class RunOutcome:
     def decision(self) -> Decision:
         return self.choice.chosen.decision
 
-    def report(self) -> AttemptsReport | None:
-        """For the PR body or the failure comment; None when one attempt was asked."""
+    def report(self) -> CandidatesReport | None:
+        """For the PR body or the failure comment; None when one candidate was asked."""
         if self.asked == 1:
             return None
         chosen = self.choice.chosen
-        return AttemptsReport(asked=self.asked, allowed=self.planned, slots=self.slots,
+        return CandidatesReport(asked=self.asked, allowed=self.planned, slots=self.slots,
                               chosen=summary(chosen, chosen),
                               others=[summary(a, chosen) for a in self.choice.others],
                               published=self.choice.published)
@@ -311,7 +311,7 @@ class RunOutcome:
 
 def run(request: RunRequest) -> RunOutcome:
     """Open the first workspace, plan the run in it (`NoTestCommand` when there are no
-    tests to judge by), hand the plan to `on_planned`, then run the attempts."""
+    tests to judge by), hand the plan to `on_planned`, then run the candidates."""
     host = request.workspace.open(0)
     config = request.read_config(host)
     plan = prepare(request.issue, host.work_tree, config, test_command=request.test_command,
@@ -322,15 +322,15 @@ def run(request: RunRequest) -> RunOutcome:
 
 
 class BestOf:
-    """The attempts of one run and what their threads share: the hosts and models each
-    used, the attempts finished, the results held back from the run record, and two
+    """The candidates of one run and what their threads share: the hosts and models each
+    used, the candidates finished, the results held back from the run record, and two
     flags (one passed; one crashed, which stops the others at their next step)."""
 
     def __init__(self, request: RunRequest, plan: RunPlan, config: RepoConfig,
                  first_host: HostRepo, shared: EventOutput) -> None:
         self.request, self.plan, self.config = request, plan, config
         spec = request.best_of
-        self.asked = config.attempts_in_parallel if spec.asked is None else spec.asked
+        self.asked = config.candidates if spec.asked is None else spec.asked
         self.planned = min(self.asked, spec.allowed)
         self.several = self.planned > 1
         self.base_seed = first_seed(spec.seed) if self.several else spec.seed
@@ -338,7 +338,7 @@ class BestOf:
         self.passed, self.crashed = threading.Event(), threading.Event()
         self.hosts: dict[int, HostRepo] = {0: first_host}
         self.models: dict[int, str] = {}
-        self.finished: dict[int, Attempt] = {}
+        self.finished: dict[int, Candidate] = {}
         self.held: dict[int, RunFinished] = {}
 
     def stopping(self) -> bool:
@@ -347,8 +347,8 @@ class BestOf:
     def seed(self, k: int) -> int | None:
         return None if self.base_seed is None else (self.base_seed + k) % 2**31
 
-    def attempt(self, k: int) -> None:
-        """Attempt k, unless one passed first or the run ends; a crash is the run's."""
+    def candidate(self, k: int) -> None:
+        """Candidate k, unless one passed first or the run ends; a crash is the run's."""
         if k > 0 and (self.passed.is_set() or self.stopping()):
             return
         try:
@@ -357,7 +357,7 @@ class BestOf:
             self.crashed.set()  # the others stop at their next step
             raise
         decision = decide(result, self.config)
-        self.finished[k] = Attempt(k, self.seed(k), result, decision)
+        self.finished[k] = Candidate(k, self.seed(k), result, decision)
         if decision.action == "publish":
             self.passed.set()
 
@@ -371,22 +371,22 @@ class BestOf:
             shared = HoldResult(self.shared, self.held, k) if self.several else self.shared
             events = Outputs(transcript, shared)
             if self.several:
-                events.emit(AttemptStarted(index=k, of=self.planned, seed=self.seed(k)))
+                events.emit(CandidateStarted(index=k, of=self.planned, seed=self.seed(k)))
             return execute(self.plan, model, host, request.sandbox_backend, events,
                            should_stop=self.stopping, package_index=request.package_index,
                            services=self.config.services.specs())
 
     def run(self) -> RunOutcome:
-        """Every attempt, in turn or `slots` at once; then the choice, told to `shared`."""
+        """Every candidate, in turn or `slots` at once; then the choice, told to `shared`."""
         slots = self.request.best_of.slots
         if slots == 1 or not self.several:
             for k in range(self.planned):
-                self.attempt(k)
+                self.candidate(k)
         else:
             with ThreadPoolExecutor(max_workers=min(slots, self.planned),
-                                    thread_name_prefix="attempt") as pool:
+                                    thread_name_prefix="candidate") as pool:
                 try:
-                    for future in [pool.submit(self.attempt, k) for k in range(self.planned)]:
+                    for future in [pool.submit(self.candidate, k) for k in range(self.planned)]:
                         future.result()
                 except BaseException:  # Celery's soft time limit lands in this thread
                     self.crashed.set()
@@ -394,9 +394,9 @@ class BestOf:
         choice = choose([self.finished[k] for k in sorted(self.finished)])
         if self.several:
             self.shared.emit(self.held[choice.chosen.index])
-            self.shared.emit(AttemptsChosen(
+            self.shared.emit(CandidatesChosen(
                 chosen=choice.chosen.index, published=choice.published,
-                attempts=[vars(summary(self.finished[k], choice.chosen))
+                candidates=[vars(summary(self.finished[k], choice.chosen))
                           for k in sorted(self.finished)]))
         return RunOutcome(self.plan, self.config, choice, self.hosts, self.models,
                           self.planned, self.asked, slots)

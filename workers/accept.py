@@ -94,5 +94,5 @@ def _accept_stop(rt: Runtime, trigger: Trigger, repo: RepoRef) -> str:
     if trigger.comment_id is not None:
         rt.github.react(repo, "eyes", comment_id=trigger.comment_id)
     RunStatus.of(rt.github, trigger, stopped).cancelled(reason)
-    log.info("%s: attempt %s %s", trigger.issue_key, stopped, reason)
+    log.info("%s: run %s %s", trigger.issue_key, stopped, reason)
     return "cancelled"

@@ -66,7 +66,7 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
     """Returns the outcome: pr_opened, pushed (a review's change on the PR), conflict
     or replay_failed (a review's change on a moved branch: no clean replay, or its re-run
     tests failed), failed, no_change, refused_paths, refused_size,
-    invalid_config, no_tests, superseded, cancelled, duplicate, or busy (another attempt
+    invalid_config, no_tests, superseded, cancelled, duplicate, or busy (another run
     holds the issue's lock; the task goes back to the broker and tries again)."""
     coordinator = IssueCoordinator(rt.redis, trigger.issue_key)
     if coordinator.is_done(generation):
@@ -83,7 +83,7 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
                             f"{generation}-{uuid.uuid4().hex[:8]}"
     recorder = RunRecorder.start(
         rt.run_store, repo=f"{trigger.owner}/{trigger.repo}", issue=trigger.issue_number,
-        trigger=trigger.kind, attempt=generation, delivery_id=trigger.delivery_id,
+        trigger=trigger.kind, run_number=generation, delivery_id=trigger.delivery_id,
         transcript_path=transcript_path(rt, trigger, generation))
     ctx = RunContext(rt, trigger, generation, coordinator,
                      RunStatus.of(rt.github, trigger, generation, rt.status_interval), recorder)
@@ -94,7 +94,7 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
             outcome = _run_locked(ctx, run_dir)
     except Exception as exc:
         # A crash must still leave a visible, final state on the issue.
-        log.exception("run %s attempt %s crashed", trigger.issue_key, generation)
+        log.exception("run %s (run number %s) crashed", trigger.issue_key, generation)
         _report_crash(ctx, exc)
         outcome, crash = "error", f"{type(exc).__name__}: {exc}"
     recorder.finish(status_for_outcome(outcome), outcome=outcome, error=crash)
@@ -136,12 +136,13 @@ def _report_crash(ctx: RunContext, exc: Exception) -> None:
         log.exception("could not report the crash of %s on GitHub", trigger.issue_key)
 
 
-def transcript_path(rt: Runtime, trigger: Trigger, generation: int, attempt: int = 0
+def transcript_path(rt: Runtime, trigger: Trigger, generation: int, candidate: int = 0
                     ) -> Path:
-    """The first attempt's keeps the single run's name; attempt k of several adds k + 1."""
-    extra = f"-{attempt + 1}" if attempt else ""
+    """The first candidate's keeps the single run's name; candidate k of several adds k + 1.
+    Named by the run number (`generation`); the record keeps each run's own path."""
+    extra = f"-{candidate + 1}" if candidate else ""
     return (rt.transcripts_dir / trigger.owner / trigger.repo
-            / f"issue-{trigger.issue_number}-attempt-{generation}{extra}.jsonl")
+            / f"issue-{trigger.issue_number}-run-{generation}{extra}.jsonl")
 
 
 def _run_locked(ctx: RunContext, run_dir: Path) -> str:
@@ -162,20 +163,20 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     request = _run_request(ctx, _workspace(rt, trigger, default_branch, mirror, run_dir),
                            config, f"{issue.title}\n\n{issue.body}".strip())
     try:
-        attempts = run(request)
+        ran = run(request)
     except NoTestCommand:
         status.failed(
             f"no test command found; set `test:` in `{CONFIG_PATH}` on the default branch")
         return "no_tests"
-    host, result, plan = attempts.host, attempts.result, attempts.plan
+    host, result, plan = ran.host, ran.result, ran.plan
 
     if not ctx.is_current():  # the newer run owns the status comment now
         outcome, reason = ctx.coordinator.stop_reason()
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.cancelled(reason)
         return outcome
-    report = _report(rt, trigger, generation, result, attempts, issue.title)
-    decision = attempts.decision
+    report = _report(rt, trigger, generation, result, ran, issue.title)
+    decision = ran.decision
     report = ci_repair.with_rounds(ctx, report, decision.action == "publish")
     if trigger.kind == "ci":  # not reproduced, or nothing to push: said on the PR
         ended = ci_repair.after_run(ctx, config, result, report, decision)
@@ -191,7 +192,7 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         status.failed(decision_reason(decision))
         return decision.outcome
     message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
-    if reviewing:  # one attempt: its transcript is the first's, appended to by a replay
+    if reviewing:  # one candidate: its transcript is the first's, appended to by a replay
         with Transcript(transcript_path(rt, trigger, generation)) as transcript:
             return publish_review(ctx, host, result, report, ReviewChange(
                 title=pull_title(issue.title), message=message,
@@ -220,7 +221,7 @@ def _workspace(rt: Runtime, trigger: Trigger, default_branch: str, mirror: Path,
 def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issue: str
                  ) -> RunRequest:
     """The bot's run (solver/run.py): the config from the default branch, the operator's
-    limits and ceiling, the run record and the status comment hearing every attempt."""
+    limits and ceiling, the run record and the status comment hearing every candidate."""
     rt, trigger, generation, recorder = ctx.runtime, ctx.trigger, ctx.generation, ctx.recorder
     triggered = Triggered(trigger=trigger.to_kwargs(), generation=generation)
     # A CI repair stops after a baseline that passes: that failure does not reproduce.
@@ -236,9 +237,9 @@ def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issu
         config=config, limits=rt.limits,
         guidance=ci_repair.start_round(ctx, config) if trigger.kind == "ci" else _guidance(ctx),
         max_run_seconds=rt.max_run_seconds,
-        # Best of N; a review's run is one attempt, on the PR's head.
+        # Best of N; a review's run is one candidate, on the PR's head.
         best_of=BestOfN(asked=1 if trigger.kind in ci_repair.REVIEW_LIKE else None,
-                        allowed=rt.max_parallel_attempts, slots=rt.model_slots, seed=rt.seed),
+                        allowed=rt.max_candidates, slots=rt.model_slots, seed=rt.seed),
         sandbox_backend=rt.sandbox_backend, package_index=rt.package_index,
         opening=triggered, on_planned=planned,
         should_stop=lambda: not ctx.is_current() or (trigger.kind == "ci" and watch.passed))
@@ -257,7 +258,7 @@ def _guidance(ctx: RunContext) -> str:
 
 
 def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
-            attempts: RunOutcome, title: str = "") -> RunReport:
+            ran: RunOutcome, title: str = "") -> RunReport:
     url = (f"{rt.public_url.rstrip('/')}/runs/{trigger.owner}/{trigger.repo}/"
            f"{trigger.issue_number}/{generation}" if rt.public_url else None)
     verdict = result.verdict
@@ -269,23 +270,23 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         baseline_summary=result.baseline.summary() if result.baseline else "not run",
         final_summary=result.final.summary() if result.final else "not run",
         final_output=result.final.output if result.final else result.error,
-        steps=result.steps, attempts=result.attempts,
+        steps=result.steps, rounds=result.rounds,
         tokens=result.usage.completion_tokens, seconds=result.seconds,
-        model=attempts.model, transcript_url=url, best_of=attempts.report(),
+        model=ran.model, transcript_url=url, best_of=ran.report(),
         changed_tests=[f"{c.test}: {c.before or 'absent'} → {c.after or 'absent'}"
                        for c in result.changes],
         warnings=result.suspicious + dropped_warnings(result)
-        + setup_warnings(attempts.host, result),
+        + setup_warnings(ran.host, result),
         test_files_changed=result.test_files_changed,
         summary=result.summary,
-        refusals=result.verdict.reasons if result.verdict else [],
+        verdict_reasons=result.verdict.reasons if result.verdict else [],
         verdict_notes=result.verdict.notes if result.verdict else [],
         new_tests=result.verdict.new_tests_summary() if result.verdict else "",
         setup_note=result.setup_note, setup_command=result.setup_command or "",
         read_first=[ReadFirst(f.path, f.line, f.what, f.why)
                     for f in (result.verdict.read_first if result.verdict else [])],
         issue_title=title, branch=branch_for(trigger.issue_number),
-        changed_files=[ChangedFile(*stat) for stat in attempts.host.numstat(
+        changed_files=[ChangedFile(*stat) for stat in ran.host.numstat(
             result.snapshot.tree)] if result.snapshot else [],
         still_failing=sorted(t for t, state in (result.final.tests if result.final else {})
                              .items() if state in ("failed", "error") and t not in excused),

@@ -78,19 +78,19 @@ class RunRecorder:
         self._warned = False
 
     @classmethod
-    def start(cls, store: RunStore | None, *, attempt: int | None = None,
+    def start(cls, store: RunStore | None, *, run_number: int | None = None,
               **fields: Any) -> RunRecorder:
-        """Create (or, for a redelivered attempt, reset) the record with status running;
-        `attempt=None` takes the next attempt number of this repo and issue."""
+        """Create (or, for a redelivered run, reset) the record with status running;
+        `run_number=None` takes the next run number of this repo and issue."""
         if store is None:
             return cls(None, None)
         try:
-            if attempt is None:
-                attempt = store.next_attempt(fields["repo"], fields["issue"])
-                run_id = store.create_run(attempt=attempt, **fields)
+            if run_number is None:
+                run_number = store.next_run_number(fields["repo"], fields["issue"])
+                run_id = store.create_run(run_number=run_number, **fields)
             else:
-                run_id = store.start_run(attempt=attempt, **fields)
-                store.clear_events(run_id)  # a redelivered attempt starts a fresh transcript
+                run_id = store.start_run(run_number=run_number, **fields)
+                store.clear_events(run_id)  # a redelivered run starts a fresh transcript
         except Exception:
             log.warning("could not create the run record; the run goes on unrecorded",
                         exc_info=True)
@@ -146,7 +146,7 @@ class RunRecorder:
             # As recorded: bounded like every record (solver/agent/transcript.py).
             tests_before=record.get("baseline"), tests_after=record.get("final"),
             sandbox_seconds=self._sandbox_seconds, error=result.error or None,
-            seconds=round(result.seconds, 3), steps=result.steps, attempts=result.attempts,
+            seconds=round(result.seconds, 3), steps=result.steps, rounds=result.rounds,
             prompt_tokens=usage.prompt_tokens,
             prompt_tokens_evaluated=usage.prompt_tokens_evaluated,
             completion_tokens=usage.completion_tokens, prompt_seconds=usage.prompt_seconds,

@@ -44,11 +44,11 @@ class Runtime:
     status_interval: float = 10.0  # seconds between edits of the status comment
     run_store: RunStore | None = None  # run records for the dashboard and metrics
     package_index: PackageIndex = NO_INDEX  # the setup phase's pip (FROGNANO_PIP_*)
-    # Best-of-N (solver/run.py): how many attempts the model serves at once
-    # (FROGNANO_MODEL_SLOTS), the most a run may make (FROGNANO_MAX_PARALLEL_ATTEMPTS),
-    # and the first attempt's seed (FROGNANO_SEED; None: drawn per run).
+    # Best-of-N (solver/run.py): how many candidates the model serves at once
+    # (FROGNANO_MODEL_SLOTS), the most a run may make (FROGNANO_MAX_CANDIDATES),
+    # and the first candidate's seed (FROGNANO_SEED; None: drawn per run).
     model_slots: int = 1
-    max_parallel_attempts: int = 1
+    max_candidates: int = 1
     seed: int | None = None
 
     def queue_length(self) -> int:

@@ -13,18 +13,18 @@ from bot.github_api import GitHubApi, RepoRef
 from bot.markdown import escape_text
 from bot.messages import (
     STATUS_MARKER,
-    AttemptProgress,
+    CandidateProgress,
     status_cancelled,
     status_done,
     status_failed,
     status_pushed_after_cancel,
     status_queued,
     status_running,
-    status_running_attempts,
+    status_running_candidates,
 )
 from bot.triggers import Trigger
 from solver.agent.run_events import Event, TurnStarted
-from solver.best_of import AttemptEnded, AttemptOfThread, AttemptStarted
+from solver.best_of import CandidateEnded, CandidateOfThread, CandidateStarted
 
 
 class StatusComment:
@@ -101,34 +101,35 @@ class RunStatus:
 
 class StatusProgress:
     """The status comment as an output of a run's events: the step count, throttled. With
-    several attempts (solver/run.py) each started one shows its own step, or how it
-    ended. The attempts hand their events over one at a time (solver.best_of.LockedOutput)."""
+    several candidates (solver/run.py) each started one shows its own step, or how it
+    ended. The candidates hand their events over one at a time
+    (solver.best_of.LockedOutput)."""
 
-    def __init__(self, status: StatusComment, max_steps: int, attempt: int) -> None:
-        self.status, self.max_steps, self.attempt = status, max_steps, attempt
+    def __init__(self, status: StatusComment, max_steps: int, run_number: int) -> None:
+        self.status, self.max_steps, self.run_number = status, max_steps, run_number
         self._of = 0
-        self._whose = AttemptOfThread()
-        self._attempts: dict[int, AttemptProgress] = {}  # by index, once started
+        self._whose = CandidateOfThread()
+        self._candidates: dict[int, CandidateProgress] = {}  # by index, once started
 
     def emit(self, event: Event) -> None:
-        # Only a turn edits the comment, as with one attempt: an attempt's start or end
+        # Only a turn edits the comment, as with one candidate: a candidate's start or end
         # shows with the next turn of any. An edit on an end could land after a newer
         # run's "queued" (a superseded run stops there) and hide it.
         index = self._whose.see(event)
-        if isinstance(event, AttemptStarted):
+        if isinstance(event, CandidateStarted):
             self._of = event.of
-            self._attempts[event.index] = AttemptProgress(event.index + 1)
-        elif isinstance(event, AttemptEnded):
-            self._attempts[event.index] = dataclasses.replace(
-                self._attempts[event.index], ended=event.exit_reason)
+            self._candidates[event.index] = CandidateProgress(event.index + 1)
+        elif isinstance(event, CandidateEnded):
+            self._candidates[event.index] = dataclasses.replace(
+                self._candidates[event.index], ended=event.exit_reason)
         elif not isinstance(event, TurnStarted):
             return
-        elif index is None:  # a run of one attempt
-            self.status.set(status_running(event.step, self.max_steps, self.attempt),
+        elif index is None:  # a run of one candidate
+            self.status.set(status_running(event.step, self.max_steps, self.run_number),
                             force=False)
         else:
-            self._attempts[index] = dataclasses.replace(self._attempts[index],
-                                                        step=event.step)
-            self.status.set(status_running_attempts(
-                list(self._attempts.values()), self._of, self.max_steps, self.attempt),
+            self._candidates[index] = dataclasses.replace(self._candidates[index],
+                                                          step=event.step)
+            self.status.set(status_running_candidates(
+                list(self._candidates.values()), self._of, self.max_steps, self.run_number),
                 force=False)

@@ -19,7 +19,7 @@ def accept_trigger_task(**kwargs: Any) -> str:
 
 
 # max_retries=None: a busy lock is retried until the holder lets go or its TTL lapses;
-# every retry first checks whether this attempt was superseded or already done.
+# every retry first checks whether this run was superseded or already done.
 @app.task(name=RUN_TASK, bind=True, max_retries=None)
 def run_issue_task(self: Task, *, generation: int, **kwargs: Any) -> str:
     outcome = run_issue(runtime.current(), Trigger.from_kwargs(kwargs), generation)

@@ -1,7 +1,7 @@
 """Our outer loop around Leaf's: the harness, not the model, decides when the work is done.
 
-setup → baseline → agent → verdict → (the refusal back to the model → agent → verdict)…
-until the verdict accepts or a budget (steps, wall time, context, attempts) runs out.
+setup → baseline → agent → verdict → (the verdict's feedback to the model → agent → verdict)…
+until the verdict accepts or a budget (steps, wall time, context, rounds) runs out.
 The baseline and every verdict run in a fresh sandbox on a tree the host chose
 (verdict_run.py); the verdict counts only the repository's original tests (verdict.py).
 """
@@ -53,7 +53,7 @@ from solver.verdict.verdict_run import Judgement, SandboxFactory, VerdictRunner
 
 __all__ = ["Harness", "Limits", "RunPlan", "SolveResult", "baseline_problem", "solve"]
 
-# Inner exits after which another attempt makes sense if the tests still fail.
+# Inner exits after which another round makes sense if the tests still fail.
 _RETRYABLE_EXITS = ("agent", "max_tokens_per_turn")
 # What a broken sandbox or host git raises while the harness runs the tests.
 _TEST_RUN_FAILURES = (SandboxError, GitError, OSError)
@@ -119,7 +119,7 @@ def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
 
 
 class Harness:
-    """One run: setup, baseline, then agent attempts each judged by a verdict run.
+    """One run: setup, baseline, then agent rounds each judged by a verdict run.
 
     `scratch_dir` holds the harness's own test trees (default: next to the sandbox's
     private dir); it must be reachable by the sandbox uid, like the workspace.
@@ -170,7 +170,7 @@ class Harness:
         if problem:
             return self._finish("baseline_unusable", baseline, 0,
                                 error=baseline_unusable_message(problem, baseline.output))
-        return self._attempts(baseline)
+        return self._rounds(baseline)
 
     def _setup(self) -> str:
         """Run the setup command (the only phase with network) on the tree the host chose
@@ -206,60 +206,60 @@ class Harness:
                                        writes=writes))
         return ""
 
-    def _attempts(self, baseline: TestVerdict) -> SolveResult:
+    def _rounds(self, baseline: TestVerdict) -> SolveResult:
         """Agent, verdict, feedback, until the verdict accepts or a budget runs out."""
-        limits, attempt = self.plan.limits, 0
+        limits, rounds = self.plan.limits, 0
         while True:
             self.judged = None  # the agent is about to change the tree
-            exit_reason = self._agent(attempt)
-            attempt += 1
+            exit_reason = self._agent(rounds)
+            rounds += 1
             if exit_reason in ("cancelled", "tool_error"):
                 # Nothing to verify: the run was stopped, or the sandbox itself is broken.
-                return self._finish(exit_reason, baseline, attempt)
+                return self._finish(exit_reason, baseline, rounds)
             self.events.emit(TestsStarted(phase="after", command=self.plan.test_command,
-                                          attempt=attempt))
+                                          round=rounds))
             timeout = max(1.0, min(limits.test_timeout,
                                    self.deadline - time.monotonic() + 60))
             try:
                 judged = self.judged = self.runner.judge(baseline, timeout)
             except _TEST_RUN_FAILURES as exc:
                 self.state.last_error = f"the sandbox failed running the tests: {exc}"
-                return self._finish("tool_error", baseline, attempt)
-            self.events.emit(TestsJudged(attempt=attempt, exit_reason=exit_reason,
+                return self._finish("tool_error", baseline, rounds)
+            self.events.emit(TestsJudged(round=rounds, exit_reason=exit_reason,
                                          tests=judged.final, verdict=judged.verdict,
                                          model_tests=judged.with_model_tests))
-            stop = self._stop_reason(exit_reason, judged.verdict, attempt)
+            stop = self._stop_reason(exit_reason, judged.verdict, rounds)
             if stop:
-                return self._finish(stop, baseline, attempt)
+                return self._finish(stop, baseline, rounds)
             # The rules and the failing tests' ids, never which check refused: the full
             # reasons are in the TestsJudged record, for people.
             feedback = verdict_feedback_message(
                 self.plan.test_command, judged.verdict, baseline, judged.final,
-                attempt, limits.max_attempts - attempt - 1)
+                rounds, limits.max_rounds - rounds - 1)
             self.state.messages.append({"role": "user", "content": feedback})
-            self.events.emit(Feedback(attempt=attempt, content=feedback))
+            self.events.emit(Feedback(round=rounds, content=feedback))
 
-    def _agent(self, attempt: int) -> str:
+    def _agent(self, round_index: int) -> str:
         limits = self.plan.limits
         self.agent_ran = True
         try:
             return run_agent(self.model, self.sandbox, self.state, limits, self.events,
-                             attempt=attempt, deadline=self.deadline,
+                             round_index=round_index, deadline=self.deadline,
                              should_stop=self.should_stop)
         except SandboxError as exc:  # the sandbox died outside a tool call
             self.state.last_error = str(exc)
             return "tool_error"
 
-    def _stop_reason(self, exit_reason: str, verdict: Verdict, attempt: int) -> str | None:
+    def _stop_reason(self, exit_reason: str, verdict: Verdict, rounds: int) -> str | None:
         """Why the run ends after this verdict, or None to send the model back."""
         limits = self.plan.limits
         if verdict.accepted:
             return "tests_passed"
-        out_of_attempts = attempt >= limits.max_attempts
-        if exit_reason not in _RETRYABLE_EXITS or (out_of_attempts and exit_reason != "agent"):
+        out_of_rounds = rounds >= limits.max_rounds
+        if exit_reason not in _RETRYABLE_EXITS or (out_of_rounds and exit_reason != "agent"):
             return exit_reason
-        if out_of_attempts:
-            return "max_attempts"
+        if out_of_rounds:
+            return "max_rounds"
         if self.state.steps >= limits.max_steps:
             return "max_turns"
         if time.monotonic() >= self.deadline:
@@ -283,7 +283,7 @@ class Harness:
         except (SandboxError, GitError) as exc:
             return None, f"could not compute the diff: {exc}"
 
-    def _finish(self, reason: str, baseline: TestVerdict | None, attempts: int,
+    def _finish(self, reason: str, baseline: TestVerdict | None, rounds: int,
                 error: str = "") -> SolveResult:
         judged, state = self.judged, self.state
         snapshot, snapshot_problem = self._snapshot()
@@ -303,7 +303,7 @@ class Harness:
         result = SolveResult(
             exit_reason=reason, tests_passed=bool(verdict and verdict.accepted),
             diff=snapshot.diff if snapshot else "", test_command=self.plan.test_command,
-            baseline=baseline, final=final, attempts=attempts, steps=state.steps,
+            baseline=baseline, final=final, rounds=rounds, steps=state.steps,
             usage=state.usage, seconds=time.monotonic() - self.started,
             changes=compare_results(baseline.tests if baseline else {},
                                     final.tests if final else {}),

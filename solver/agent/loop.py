@@ -43,7 +43,7 @@ ExitReason = Literal[
 
 @dataclass
 class LoopState:
-    """What survives between the agent attempts of one run."""
+    """What survives between the agent rounds of one run."""
 
     messages: list[dict[str, Any]]
     steps: int = 0
@@ -56,7 +56,7 @@ class LoopState:
 
 
 def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Limits,
-              events: EventOutput, *, attempt: int = 0, deadline: float | None = None,
+              events: EventOutput, *, round_index: int = 0, deadline: float | None = None,
               should_stop: Callable[[], bool] = lambda: False) -> ExitReason:
     """Run turns until the model stops calling tools or a limit is reached; `deadline` is a
     time.monotonic() instant (the harness's, from `limits.max_seconds`)."""
@@ -73,14 +73,14 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Li
             max_tokens=limits.max_tokens_per_turn,
             timeout=limits.turn_timeout if remaining is None else min(limits.turn_timeout,
                                                                       remaining),
-            on_tokens=_token_reporter(events, step, attempt),
+            on_tokens=_token_reporter(events, step, round_index),
         )
-        events.emit(TurnStarted(step=step, attempt=attempt))
+        events.emit(TurnStarted(step=step, round=round_index))
         started = time.monotonic()
         try:
             turn = model.complete(state.messages, TOOLS, budget)
         except ModelError as exc:
-            return _model_failed(exc, state, events, attempt, time.monotonic() - started)
+            return _model_failed(exc, state, events, round_index, time.monotonic() - started)
         model_seconds = time.monotonic() - started
         _count_turn(turn, state, model_seconds)
 
@@ -97,7 +97,7 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Li
         state.messages.append(turn.to_message())
 
         observations, tool_error = _run_calls(turn.tool_calls, sandbox, state, events)
-        events.emit(TurnDone(step=state.steps, attempt=attempt, turn=turn,
+        events.emit(TurnDone(step=state.steps, round=round_index, turn=turn,
                              observations=observations, model_seconds=model_seconds))
         if tool_error:
             state.last_error = tool_error
@@ -113,10 +113,10 @@ def run_agent(model: ModelClient, sandbox: Sandbox, state: LoopState, limits: Li
 _NO_END_OF_TURN = "the model generated "
 
 
-def _token_reporter(events: EventOutput, step: int, attempt: int) -> Callable[[int], None]:
+def _token_reporter(events: EventOutput, step: int, round_index: int) -> Callable[[int], None]:
     """What the backend calls as tokens stream: a live event for the terminal's line."""
     def report(tokens: int) -> None:
-        events.emit(TurnTokens(step=step, attempt=attempt, tokens=tokens))
+        events.emit(TurnTokens(step=step, round=round_index, tokens=tokens))
     return report
 
 
@@ -135,7 +135,7 @@ def _count_turn(turn: Turn, state: LoopState, model_seconds: float) -> None:
         state.last_answer = turn.content
 
 
-def _model_failed(exc: ModelError, state: LoopState, events: EventOutput, attempt: int,
+def _model_failed(exc: ModelError, state: LoopState, events: EventOutput, round_index: int,
                   model_seconds: float) -> ExitReason:
     """End the loop on a model failure; a turn cut off by its time keeps its partial
     text (a turn record, in the transcript and on the dashboard) and its tokens."""
@@ -150,10 +150,10 @@ def _model_failed(exc: ModelError, state: LoopState, events: EventOutput, attemp
         state.last_error = without_end_of_turn(turn, f"the turn's time ran out after "
                                                f"{model_seconds:.0f}s")
         turn.notes.append(state.last_error)
-        events.emit(TurnDone(step=state.steps, attempt=attempt, turn=turn, observations=[],
+        events.emit(TurnDone(step=state.steps, round=round_index, turn=turn, observations=[],
                              model_seconds=model_seconds))
     events.emit(ModelFailed(step=state.steps if isinstance(exc, TurnCutOff) else
-                            state.steps + 1, attempt=attempt, reason=reason,
+                            state.steps + 1, round=round_index, reason=reason,
                             error=state.last_error))
     return reason
 

@@ -123,8 +123,8 @@ def _tail(output: str) -> str:
 
 
 def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: TestVerdict,
-                             final: TestVerdict, attempt: int, attempts_left: int) -> str:
-    """The user message sent when the harness's verdict refused the change: the rules,
+                             final: TestVerdict, rounds_done: int, rounds_left: int) -> str:
+    """The user message sent when the harness's verdict did not accept the change: the rules,
     and which of the repository's tests do not pass. How the harness checks the run is
     never said: a model trained on test rewards that is told which check fired learns to
     hide from it. The full reasons go to people (transcript, dashboard, comments)."""
@@ -157,8 +157,8 @@ def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: Test
     tail = _tail(final.output)
     if tail:
         parts.append(tail)
-    parts.append(f"Fix the code so the original tests pass (attempt {attempt + 1}; "
-                 f"{attempts_left} left after this one).")
+    parts.append(f"Fix the code so the original tests pass (round {rounds_done + 1}; "
+                 f"{rounds_left} left after this one).")
     return "\n\n".join(parts)
 
 

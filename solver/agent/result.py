@@ -13,14 +13,14 @@ from solver.verdict.verdict import Verdict
 
 @dataclass
 class SolveResult:
-    # "tests_passed", a loop exit reason, "max_attempts", "setup_failed", "baseline_unusable"
+    # "tests_passed", a loop exit reason, "max_rounds", "setup_failed", "baseline_unusable"
     exit_reason: str
     tests_passed: bool  # the verdict accepted the change
     diff: str
     test_command: str
     baseline: TestVerdict | None
     final: TestVerdict | None
-    attempts: int
+    rounds: int  # agent rounds, each ended by a verdict run (or by the run's end)
     steps: int
     usage: Usage
     seconds: float
@@ -38,7 +38,7 @@ class SolveResult:
 
     def totals(self) -> dict[str, Any]:
         return {
-            "attempts": self.attempts,
+            "rounds": self.rounds,
             "steps": self.steps,
             "seconds": round(self.seconds, 3),
             "usage": self.usage.to_dict(),

@@ -66,7 +66,7 @@ class OnEvent:
 
 @dataclass(frozen=True, kw_only=True)
 class Triggered(Event):
-    """Which delivery and attempt a bot run serves (workers only)."""
+    """Which delivery and run number (`generation`) a bot run serves (workers only)."""
 
     kind: ClassVar[str] = "trigger"
     trigger: dict[str, Any]
@@ -124,7 +124,7 @@ class TestsStarted(Event):
     __test__ = False  # not a pytest test class
     phase: str  # "baseline" or "after"
     command: str
-    attempt: int = 0
+    round: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,18 +138,18 @@ class BaselineDone(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class TestsJudged(Event):
-    """A verdict run after an agent attempt."""
+    """A verdict run after an agent round."""
 
     __test__ = False
     kind: ClassVar[str] = "tests"
-    attempt: int
-    exit_reason: str  # how the agent attempt ended
+    round: int
+    exit_reason: str  # how the agent round ended
     tests: TestVerdict  # the repository's original tests on the candidate
     verdict: Verdict
     model_tests: TestVerdict | None
 
     def fields(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "exit_reason": self.exit_reason,
+        return {"round": self.round, "exit_reason": self.exit_reason,
                 **self.tests.to_dict(), "verdict": self.verdict.to_dict(),
                 "model_tests": self.model_tests.to_dict() if self.model_tests else None}
 
@@ -157,11 +157,11 @@ class TestsJudged(Event):
 @dataclass(frozen=True, kw_only=True)
 class Feedback(Event):
     kind: ClassVar[str] = "feedback"
-    attempt: int
+    round: int
     content: str
 
     def fields(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "content": self.content}
+        return {"round": self.round, "content": self.content}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,7 +198,7 @@ class RunAborted(Event):
 @dataclass(frozen=True, kw_only=True)
 class TurnStarted(Event):
     step: int
-    attempt: int
+    round: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,7 +207,7 @@ class TurnTokens(Event):
     only: the turn's record has the count once it ends)."""
 
     step: int
-    attempt: int
+    round: int
     tokens: int
 
 
@@ -252,7 +252,7 @@ def _call(call: ToolCall) -> dict[str, Any]:
 class TurnDone(Event):
     kind: ClassVar[str] = "turn"
     step: int
-    attempt: int
+    round: int
     turn: Turn
     observations: list[Observation]
     model_seconds: float
@@ -263,7 +263,7 @@ class TurnDone(Event):
 
     def fields(self) -> dict[str, Any]:
         turn = self.turn
-        return {"step": self.step, "attempt": self.attempt,
+        return {"step": self.step, "round": self.round,
                 "assistant": {"content": turn.content, "reasoning": turn.reasoning,
                               "raw_text": turn.raw_text},
                 "tool_calls": [_call(c) for c in turn.tool_calls],
@@ -278,10 +278,10 @@ class TurnDone(Event):
 class ModelFailed(Event):
     kind: ClassVar[str] = "error"
     step: int
-    attempt: int
+    round: int
     reason: str  # the exit reason it causes
     error: str
 
     def fields(self) -> dict[str, Any]:
-        return {"step": self.step, "attempt": self.attempt, "reason": self.reason,
+        return {"step": self.step, "round": self.round, "reason": self.reason,
                 "error": self.error}

@@ -18,7 +18,7 @@ class ModelSpecError(ValueError):
 
 
 def check_model_slots(spec: str | None, slots: int) -> None:
-    """FROGNANO_MODEL_SLOTS above 1 needs a model that serves that many streams: attempts
+    """FROGNANO_MODEL_SLOTS above 1 needs a model that serves that many streams: candidates
     sharing one in-process context would interleave their turns, and each turn would
     re-evaluate the other's whole prompt."""
     if slots > 1 and spec and not spec.startswith(("http://", "https://", "scripted:")):
@@ -59,7 +59,7 @@ def build_model(spec: str | None, sampling: Sampling,
             raise ModelSpecError(f"the script {path} is not valid JSON: {exc}") from None
         if isinstance(turns, list) and turns and all(isinstance(t, list) for t in turns):
             # One script per seed (seed mod their count), as a real model samples a
-            # different run per seed: a run's attempts (seed + k) replay different scripts.
+            # different run per seed: a run's candidates (seed + k) replay different scripts.
             turns = turns[(sampling.seed or 0) % len(turns)]
         if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
             raise ModelSpecError(f"the script {path} must be a JSON list of assistant texts "

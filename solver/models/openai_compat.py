@@ -123,7 +123,7 @@ class OpenAICompatClient:
         """Read the server's event stream into `stream`; whether the time ran out. Retried
         like a plain request only until the first token: then the turn is under way."""
 
-        def attempt(_: int) -> bool:
+        def try_once(_: int) -> bool:
             try:
                 with self._http.stream("POST", self.url, json=body, timeout=timeout) as response:
                     if response.status_code >= 400:
@@ -138,7 +138,7 @@ class OpenAICompatClient:
                 raise self._gave_up(failure) from None
             raise failure from None
 
-        return self._retrying(attempt)
+        return self._retrying(try_once)
 
     def _read_stream(self, response: httpx.Response, stream: _Stream, deadline: float) -> bool:
         """An answered stream into `stream`; whether the time ran out. A server that
@@ -157,7 +157,7 @@ class OpenAICompatClient:
     # --- transport ---------------------------------------------------------------------------
 
     def _post_with_retries(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        def attempt(_: int) -> dict[str, Any]:
+        def try_once(_: int) -> dict[str, Any]:
             try:
                 response = self._http.post(self.url, json=body, timeout=timeout)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
@@ -166,21 +166,21 @@ class OpenAICompatClient:
                 raise self._server_error(response)
             return self._decode(response)
 
-        return self._retrying(attempt)
+        return self._retrying(try_once)
 
-    def _retrying(self, attempt: Callable[[int], _T]) -> _T:
-        """`attempt` under this client's policy (solver/retry.py): `retries` more tries
+    def _retrying(self, try_once: Callable[[int], _T]) -> _T:
+        """`try_once` under this client's policy (solver/retry.py): `retries` more tries
         after the first, `backoff` seconds before the second, doubling."""
-        policy = Backoff(attempts=self.retries + 1, first_wait=self.backoff,
+        policy = Backoff(tries=self.retries + 1, first_wait=self.backoff,
                          retry_on=(Transient,))
         try:
-            return with_backoff(attempt, policy, what=f"model server at {self.url}")
+            return with_backoff(try_once, policy, what=f"model server at {self.url}")
         except Transient as last:
             raise self._gave_up(last) from None
 
     def _gave_up(self, last: Transient) -> ModelQueryError:
         return ModelQueryError(f"model server at {self.url} failed after {self.retries + 1} "
-                               f"attempts: {last.reason}")
+                               f"tries: {last.reason}")
 
     def _transport_failure(self, exc: httpx.HTTPError, timeout: float) -> Transient:
         """A request that got no answer: worth another try."""

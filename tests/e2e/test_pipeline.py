@@ -188,7 +188,7 @@ def test_retry_from_a_writer_updates_the_same_pr(stack: Stack) -> None:
     wait_for(lambda: stack.fake.pulls(OWNER, "calc"), message="the first PR")
     first_sha = stack.fake.branch_sha(OWNER, "calc", "frognano/issue-1")
     assert stack.retry("calc", 1, MAINTAINER, "keep it short").status_code == 202
-    wait_for(lambda: len(stack.transcripts("calc")) == 2 and "(attempt 2)" in stack.status(
+    wait_for(lambda: len(stack.transcripts("calc")) == 2 and "(run 2)" in stack.status(
         "calc", 1) and "opened a draft" in stack.status("calc", 1), message="the second run")
     assert len(stack.fake.pulls(OWNER, "calc")) == 1, "never a second PR"
     assert stack.fake.branch_sha(OWNER, "calc", "frognano/issue-1") != first_sha, \
@@ -248,7 +248,7 @@ def test_a_run_whose_issue_is_locked_retries_and_frees_the_worker(stack: Stack) 
     runs once the lock is free."""
     lock = f"frognano:lock:{OWNER}/calc-busy#1"
     redis = stack.redis.client()
-    redis.set(lock, "0", ex=300)  # an older attempt still holds the issue
+    redis.set(lock, "0", ex=300)  # an older run still holds the issue
     assert stack.label("calc-busy", 1).status_code == 202
     log = stack.root / "worker0.log"
     wait_for(lambda: "retry: Retry in" in log.read_text(), timeout=60,
@@ -271,10 +271,10 @@ def command(stack: Stack, repo: str, number: int, actor: str, body: str) -> Any:
         "installation": {"id": stack.fake.installation_id}})
 
 
-def sleeping(stack: Stack, repo: str, attempt: str = "*") -> list[Path]:
+def sleeping(stack: Stack, repo: str, run_number: str = "*") -> list[Path]:
     """The workspace of a run that sits in the script's `sleep` (a SLOW repository)."""
     return list(Path(stack.env["FROGNANO_WORK_DIR"]).glob(
-        f"{OWNER}-{repo}-1-{attempt}-*/workspace/SLEEPING"))
+        f"{OWNER}-{repo}-1-{run_number}-*/workspace/SLEEPING"))
 
 
 def finished_run(stack: Stack, repo: str) -> Any:
@@ -516,7 +516,7 @@ def test_closing_the_bots_pr_unmerged_cancels_the_review_run(stack: Stack,
     assert stack.deliver("pull_request", closed).status_code == 202
     wait_for(lambda: f"pull request #{pull.number} was closed by @{MAINTAINER}" in stack.status(
         "calc-close-pr", 1), message="the status comment to say so")
-    run = wait_for(lambda: (r := finished_run(stack, "calc-close-pr")) and r.attempt == 2
+    run = wait_for(lambda: (r := finished_run(stack, "calc-close-pr")) and r.run_number == 2
                    and r, message="the review run's record")
     assert run.outcome == "cancelled"
     assert stack.fake.branch_sha(OWNER, "calc-close-pr", "frognano/issue-1") == before

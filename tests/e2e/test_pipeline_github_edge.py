@@ -46,7 +46,7 @@ CONTENTS = r"/repos/octo/{}/contents/\.github/frognano\.yml$"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with running_stack(tmp_path_factory.mktemp("stack"), StackOptions(SCRIPT)) as stack:
         stack.add_calc_repo("calc-config", {".github/frognano.yml": (
-            f"test: {TEST_COMMAND}\nmax_steps: 2\nmax_attempts: 1\n")})
+            f"test: {TEST_COMMAND}\nmax_steps: 2\nmax_rounds: 1\n")})
         stack.add_calc_repo("calc-pr-config")
         stack.add_calc_repo("calc-config-dir", {".github/frognano.yml/test": "pytest\n"})
         stack.add_calc_repo("calc-rate-limited")
@@ -66,7 +66,7 @@ def test_the_default_branchs_config_is_honoured(stack: Stack) -> None:
                                 if "did not open a pull request" in c],
                        message="the failure comment")[0]
     assert f"`{TEST_COMMAND}`" in failure, "its test command ran"
-    assert "2 steps, 1 attempt(s)" in failure, "its max_steps and max_attempts held"
+    assert "2 steps, 1 round(s)" in failure, "its max_steps and max_rounds held"
     transcript = stack.transcripts("calc-config")[0].read_text()
     assert '"name": "Edit"' not in transcript, "the run stopped before the fix"
     assert stack.fake.pulls(OWNER, "calc-config") == []

@@ -76,14 +76,14 @@ def review(stack: Stack, repo: str, pull: Any) -> None:
 
 
 def review_run(stack: Stack, repo: str) -> Any:
-    return wait_for(lambda: (r := finished_run(stack, repo)) and r.attempt == 2 and r,
+    return wait_for(lambda: (r := finished_run(stack, repo)) and r.run_number == 2 and r,
                     message="the review run's record")
 
 
 def replay_records(stack: Stack, repo: str, run: Any) -> dict[str, Any]:
     """The review run's replay record, read where people look: the transcript (after the
     run's result), the run record's events, and the dashboard's run page."""
-    transcript = stack.state / "transcripts" / OWNER / repo / "issue-1-attempt-2.jsonl"
+    transcript = stack.state / "transcripts" / OWNER / repo / "issue-1-run-2.jsonl"
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     assert [r["kind"] for r in records][-2:] == ["result", "replay"], \
         "the re-run is appended to the run's transcript, after its result"
@@ -125,7 +125,7 @@ def test_a_replay_that_fails_the_tests_pushes_nothing_and_names_them(
     assert not any("FrogNano** pushed " in c.body for c in stack.fake.comments(
         OWNER, repo, pull.number))
     status = stack.status(repo, 1)
-    assert "could not finish (attempt 2)" in status and "nothing was pushed" in status
+    assert "could not finish (run 2)" in status and "nothing was pushed" in status
     # The first run's push, then the review's fast-forward push (refused: the branch had
     # moved); the replay was never pushed.
     assert len(pushes(stack, repo)) == 2
@@ -170,7 +170,7 @@ def cancel_and_wait(stack: Stack, repo: str) -> None:
 
 
 def test_a_cancel_before_the_push_goes_through_pushes_nothing(stack: Stack) -> None:
-    """The cancel lands while the first push attempt is in flight, and that attempt fails
+    """The cancel lands while the first push try is in flight, and that try fails
     (GitHub answers 500): the retry checks first and stops."""
     repo = "calc-cancel-push"
     pull = bot_pr(stack, repo)
@@ -180,7 +180,7 @@ def test_a_cancel_before_the_push_goes_through_pushes_nothing(stack: Stack) -> N
     review(stack, repo, pull)
     run = review_run(stack, repo)
     assert run.outcome == "cancelled"
-    assert pushes(stack, repo) == [200, 500], "no push attempt after the cancel"
+    assert pushes(stack, repo) == [200, 500], "no push try after the cancel"
     assert stack.fake.branch_sha(OWNER, repo, BRANCH) == before
     assert not any("FrogNano** pushed " in c.body for c in stack.fake.comments(
         OWNER, repo, pull.number))
@@ -228,7 +228,7 @@ def test_a_first_run_cancelled_during_a_failed_push_pushes_nothing(stack: Stack)
     assert stack.label(repo, 1).status_code == 202
     run = first_run(stack, repo)
     assert run.outcome == "cancelled"
-    assert pushes(stack, repo) == [500], "no push attempt after the cancel"
+    assert pushes(stack, repo) == [500], "no push try after the cancel"
     assert stack.fake.branch_sha(OWNER, repo, BRANCH) is None
     assert stack.fake.pulls(OWNER, repo) == []
     status = stack.status(repo, 1)

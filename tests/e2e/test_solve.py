@@ -83,7 +83,7 @@ def test_solve_fixes_the_bug_and_commits_on_a_new_branch(calc_repo: Path, tmp_pa
     assert result["changes"] == [{"test": "tests/test_calc.py::test_add",
                                   "before": "failed", "after": "passed"}]
     assert "-    return a - b\n+    return a + b" in result["diff"]
-    assert result["totals"]["steps"] == 4 and result["totals"]["attempts"] == 1
+    assert result["totals"]["steps"] == 4 and result["totals"]["rounds"] == 1
     assert result["totals"]["tool_calls"] == {"Read": 1, "Edit": 1, "Bash": 1}
 
 
@@ -94,9 +94,9 @@ def test_solve_that_never_passes_ends_with_a_reason_and_no_commit(calc_repo: Pat
                        old_string="return a - b", new_string="return a * b"),
         final_answer("Changed add."),
     ]
-    code, output, transcript = solve(calc_repo, wrong, tmp_path, "--max-attempts", "2")
+    code, output, transcript = solve(calc_repo, wrong, tmp_path, "--max-rounds", "2")
     assert code == 1, output
-    assert "max_attempts" in output
+    assert "max_rounds" in output and "2 round(s)" in output
     assert git(calc_repo, "branch", "--list", "frognano/*").strip() == ""
     records = read_transcript(transcript)
     feedback = [r for r in records if r["kind"] == "feedback"]
@@ -104,9 +104,9 @@ def test_solve_that_never_passes_ends_with_a_reason_and_no_commit(calc_repo: Pat
     assert "do not pass:\n- tests/test_calc.py::test_add" in feedback[0]["content"]
     assert "assert 6 == 5" in feedback[0]["content"], "the failing output reaches the model"
     result = records[-1]
-    assert result["exit_reason"] == "max_attempts" and result["tests_passed"] is False
+    assert result["exit_reason"] == "max_rounds" and result["tests_passed"] is False
     assert result["final"]["tests"]["tests/test_calc.py::test_add"] == "failed"
-    assert result["totals"]["attempts"] == 2
+    assert result["totals"]["rounds"] == 2
 
 
 def test_markup_like_paths_and_test_ids_are_printed_as_data(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_markup_like_paths_and_test_ids_are_printed_as_data(tmp_path: Path) -> N
     assert transcript_line.endswith(".jsonl"), "the transcript path is one unbroken line"
 
 
-# One script per seed (frognano/models.py): with --seed 0, attempt k replays script k.
+# One script per seed (frognano/models.py): with --seed 0, candidate k replays script k.
 NOTES = "".join(f"note {i}\\n" for i in range(20))
 BEST_OF_THREE = [
     [final_answer("I could not find the bug.")],  # fails
@@ -143,11 +143,11 @@ BEST_OF_THREE = [
 
 def test_solve_best_of_three_commits_the_smallest_passing_change(calc_repo: Path,
                                                                  tmp_path: Path) -> None:
-    """`--attempts 3`, three model slots: the three run at once, each with its own seed,
+    """`--candidates 3`, three model slots: the three run at once, each with its own seed,
     workspace and transcript; the smallest passing change is the one committed, and the
-    output says how each attempt ended."""
-    code, output, transcript = solve(calc_repo, BEST_OF_THREE, tmp_path, "--attempts", "3",
-                                     "--seed", "0", "--max-attempts", "1",
+    output says how each candidate ended."""
+    code, output, transcript = solve(calc_repo, BEST_OF_THREE, tmp_path, "--candidates", "3",
+                                     "--seed", "0", "--max-rounds", "1",
                                      env={"FROGNANO_MODEL_SLOTS": "3"})
     assert code == 0, output
     branch = "frognano/add-subtracts-instead-of-adding"
@@ -155,10 +155,10 @@ def test_solve_best_of_three_commits_the_smallest_passing_change(calc_repo: Path
     assert git(calc_repo, "diff", "--name-only", "main", branch).split() == ["calc.py"], \
         "the larger passing change (with NOTES.md) was committed"
     assert "best of 3, 3 at a time:" in output
-    assert "attempt 1 (seed 0): failed (max_attempts); 1 step(s)" in output
-    assert "attempt 2 (seed 1): passed, larger change; 5 step(s)" in output
-    assert "attempt 3 (seed 2): chosen; 4 step(s)" in output
-    assert "2 lines changed in 1 file(s)" in output and "attempt 3, chosen:" in output
+    assert "candidate 1 (seed 0): failed (max_rounds); 1 step(s)" in output
+    assert "candidate 2 (seed 1): passed, larger change; 5 step(s)" in output
+    assert "candidate 3 (seed 2): chosen; 4 step(s)" in output
+    assert "2 lines changed in 1 file(s)" in output and "candidate 3, chosen:" in output
     transcripts = [transcript, tmp_path / "transcript-2.jsonl", tmp_path / "transcript-3.jsonl"]
     runs = [next(r for r in read_transcript(t) if r["kind"] == "run") for t in transcripts]
     assert [r["seed"] for r in runs] == [0, 1, 2]
@@ -167,10 +167,12 @@ def test_solve_best_of_three_commits_the_smallest_passing_change(calc_repo: Path
     assert max(r["time"] for r in runs) < min(r["time"] for r in results), "all at once"
 
 
-def test_solve_takes_attempts_from_the_checkouts_config_cut_as_the_bot_would(
+def test_solve_takes_candidates_from_the_checkouts_config_cut_as_the_bot_would(
         tmp_path: Path) -> None:
-    """No flag: `attempts_in_parallel: 3` from the checkout, cut to
-    FROGNANO_MAX_PARALLEL_ATTEMPTS=2, one slot: in turn, and the first pass ends it."""
+    """No flag: `candidates: 3` from the checkout, cut to FROGNANO_MAX_CANDIDATES=2, one
+    slot: in turn, and the first pass ends it. The config and the environment say it
+    in the names of before issue 22 §1 (`attempts_in_parallel`, `max_attempts`,
+    FROGNANO_MAX_PARALLEL_ATTEMPTS), which still work; the output uses today's."""
     from tests.conftest import make_repo
 
     repo = make_repo(tmp_path / "calc", {".github/frognano.yml":
@@ -179,8 +181,8 @@ def test_solve_takes_attempts_from_the_checkouts_config_cut_as_the_bot_would(
     code, output, _ = solve(repo, BEST_OF_THREE, tmp_path, "--seed", "0",
                             env={"FROGNANO_MAX_PARALLEL_ATTEMPTS": "2"})
     assert code == 0, output
-    assert "best of 2 (asked 3; FROGNANO_MAX_PARALLEL_ATTEMPTS allows 2), in turn:" in output
-    assert "attempt 2 (seed 1): chosen" in output
+    assert "best of 2 (asked 3; FROGNANO_MAX_CANDIDATES allows 2), in turn:" in output
+    assert "candidate 2 (seed 1): chosen" in output and "attempt" not in output
     assert sorted(p.name for p in tmp_path.glob("transcript*.jsonl")) == [
         "transcript-2.jsonl", "transcript.jsonl"]
     assert "NOTES.md" in git(repo, "diff", "--name-only", "main",
@@ -188,11 +190,11 @@ def test_solve_takes_attempts_from_the_checkouts_config_cut_as_the_bot_would(
 
 
 @pytest.mark.parametrize(("extra", "env", "error"), [
-    (("--attempts", "9"), {}, "--attempts must be from 1 to 8, not 9"),
+    (("--candidates", "9"), {}, "--candidates must be from 1 to 8, not 9"),
     (("--model", "/models/frognano.gguf"), {"FROGNANO_MODEL_SLOTS": "2"},
      "FROGNANO_MODEL_SLOTS=2 needs a model server"),
 ])
-def test_solve_refuses_attempts_it_cannot_run(calc_repo: Path, tmp_path: Path,
+def test_solve_refuses_candidates_it_cannot_run(calc_repo: Path, tmp_path: Path,
                                               extra: tuple[str, ...], env: dict[str, str],
                                               error: str) -> None:
     code, output, _ = solve(calc_repo, FIXING_SCRIPT, tmp_path, *extra, env=env)

@@ -84,7 +84,7 @@ def solve_hostile(root: Path, calc_source: str, *, setup: str | None = None,
     with open_sandbox("bubblewrap", config) as sandbox:
         return solve(ScriptedModel(steps), sandbox, "add() is broken", PYTEST_COMMAND, out,
                      repo=host, setup_command=setup,
-                     limits=Limits(max_steps=len(steps) + 2, max_attempts=1))
+                     limits=Limits(max_steps=len(steps) + 2, max_rounds=1))
 
 
 def refusals(result: SolveResult) -> list[str]:

@@ -48,7 +48,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                        StackOptions(SCRIPT)) as stack:
         stack.add_calc_repo("calc-summary")
         stack.add_calc_repo("calc-loud", {"LOUD": LOUD_CALC,
-                                          ".github/frognano.yml": "max_attempts: 1\n"})
+                                          ".github/frognano.yml": "max_rounds: 1\n"})
         stack.add_calc_repo("calc-replay")
         yield stack
 

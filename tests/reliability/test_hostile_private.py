@@ -61,7 +61,7 @@ def _solve(root: Path, transcript: Path, steps: list[str], setup: str | None = N
     with open_sandbox("bubblewrap", config) as sandbox, Transcript(transcript) as out:
         result = solve(ScriptedModel(steps), sandbox, "add() is broken", PYTEST_COMMAND, out,
                        repo=host, setup_command=setup,
-                       limits=Limits(max_steps=4, max_attempts=1))
+                       limits=Limits(max_steps=4, max_rounds=1))
     return result, root / "run"
 
 

@@ -183,7 +183,7 @@ def _solve(source: Path, root: Path, state: Path, env: dict[str, str]
     proc = subprocess.run(
         [sys.executable, "-m", "frognano", "solve", str(source), "--issue", ISSUE,
          "--model", f"scripted:{script}", "--transcript", str(transcript),
-         "--max-attempts", "1", "--sandbox", "bubblewrap", "--keep-workspace"],
+         "--max-rounds", "1", "--sandbox", "bubblewrap", "--keep-workspace"],
         env={**os.environ, **env, "FROGNANO_STATE_DIR": str(state),
              "FROGNANO_WORK_DIR": str(root / "work"), "COLUMNS": "200"},
         capture_output=True, text=True, timeout=900)

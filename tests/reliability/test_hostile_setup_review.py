@@ -112,7 +112,7 @@ def _comment_on_pr(stack: Stack, repo: str, pull: Any, body: str) -> None:
 
 
 def _records(stack: Stack, repo: str, generation: int) -> list[dict[str, Any]]:
-    path = stack.state / "transcripts" / OWNER / repo / f"issue-1-attempt-{generation}.jsonl"
+    path = stack.state / "transcripts" / OWNER / repo / f"issue-1-run-{generation}.jsonl"
     return read_transcript(path)
 
 
@@ -133,7 +133,7 @@ def test_a_review_runs_no_setup_py_the_model_wrote(stack: Stack, scorecard: Reco
     branch_files = stack.fake.repo(OWNER, repo).bare_path
     pushed_setup = git(branch_files, "show", "frognano/issue-1:setup.py")
     _comment_on_pr(stack, repo, pull, "/frognano note that add returns the sum")
-    run = wait_for(lambda: (r := finished_run(stack, repo)) and r.attempt == 2 and r,
+    run = wait_for(lambda: (r := finished_run(stack, repo)) and r.run_number == 2 and r,
                    message="the review run's record", timeout=240)
     review = _records(stack, repo, 2)
     text = json.dumps(review)
@@ -169,7 +169,7 @@ def _solve(repo: Path, tmp: Path, name: str, index: dict[str, str]
     proc = subprocess.run(
         [sys.executable, "-m", "frognano", "solve", str(repo), "--issue", "add() subtracts",
          "--model", f"scripted:{script}", "--transcript", str(transcript),
-         "--max-attempts", "1"], env=env, capture_output=True, text=True, timeout=600)
+         "--max-rounds", "1"], env=env, capture_output=True, text=True, timeout=600)
     return proc, read_transcript(transcript)
 
 

@@ -59,7 +59,7 @@ def _solve(root: Path, transcript_path: Path, levels: int) -> tuple[SolveResult,
     with open_sandbox("bubblewrap", config) as sandbox, Transcript(transcript_path) as out:
         result = solve(model, sandbox, "add() is broken", PYTEST_COMMAND, out, repo=host,
                        setup_command=HOSTILE_SETUP.format(secret=secret, levels=levels),
-                       limits=Limits(max_steps=4, max_attempts=1))
+                       limits=Limits(max_steps=4, max_rounds=1))
     copy = root / "run" / "harness" / "private-after-setup"
     # The link must be in the copy, as a link.
     copied = _copied_secret(copy) or not (copy / "leak").is_symlink()

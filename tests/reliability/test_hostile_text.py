@@ -94,7 +94,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         issue = (HOSTILE_TITLE, "`add(2, 3)` returns -1.")
         stack.add_calc_repo("calc-text", issue=issue)
         stack.add_calc_repo("calc-text-fails", {"LOUD": LOUD_CALC,
-                                                ".github/frognano.yml": "max_attempts: 1\n"},
+                                                ".github/frognano.yml": "max_rounds: 1\n"},
                             issue=issue)
         yield stack
 

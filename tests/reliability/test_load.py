@@ -106,10 +106,10 @@ def send(stack: Stack, port: int, plan: list[dict[str, Any]]) -> dict[str, Any]:
 def test_load(stack: Stack, scorecard: Recorder) -> None:
     record = scorecard("9-load", "Load (1,000 signed deliveries at 200/s, workers busy)",
                        "no 5xx and no duplicates; every delivery accepted once; each issue's "
-                       "newest attempt opens its one draft PR; p99 latency ≤ 2 s")
+                       "newest run opens its one draft PR; p99 latency ≤ 2 s")
     record.notes.append("spread over 2 repositories × 5 issues, 10 % `/frognano retry`; a "
                         "uvicorn receiver process, 2 run workers and the control worker "
-                        "(8 threads); the older attempts of an issue are superseded, so "
+                        "(8 threads); the older runs of an issue are superseded, so "
                         "the runs that must complete are each issue's newest; the fake "
                         "GitHub's OpenAPI checks are off here only (they cost 4/5 of each "
                         "request), every other scenario keeps them")
@@ -129,11 +129,11 @@ def test_load(stack: Stack, scorecard: Recorder) -> None:
     newest = {issue: count + 1 for issue, count in accepted.items()}  # +1: the warm-up label
 
     def settled() -> bool:
-        return all(f"(attempt {newest[(repo, n)]})" in stack.status(repo, n)
+        return all(f"(run {newest[(repo, n)]})" in stack.status(repo, n)
                    and "opened a draft" in stack.status(repo, n) for repo, n in newest)
 
     started = time.monotonic()
-    wait_for(settled, timeout=180, interval=1, message="each issue's newest attempt's PR")
+    wait_for(settled, timeout=180, interval=1, message="each issue's newest run's PR")
     wait_for(lambda: not store.list_runs(status="running", limit=1), timeout=60,
              message="no run still running")
     time.sleep(1)
@@ -145,10 +145,10 @@ def test_load(stack: Stack, scorecard: Recorder) -> None:
     open_pulls = Counter((repo, p.head) for repo in REPOS for p in stack.fake.pulls(OWNER, repo)
                          if p.state == "open")
     status_comments = {(repo, n): len(stack.status_comments(repo, n)) for repo, n in newest}
-    run_attempts = Counter((r.repo, r.issue, r.attempt) for r in runs)
+    run_numbers = Counter((r.repo, r.issue, r.run_number) for r in runs)
     duplicates = (sum(count - 1 for count in open_pulls.values())
                   + sum(count - 1 for count in status_comments.values())
-                  + sum(count - 1 for count in run_attempts.values())
+                  + sum(count - 1 for count in run_numbers.values())
                   + sum(generations[i] - newest[i] for i in newest if generations[i] > newest[i]))
     latencies_ms = [s * 1000 for s in results["latencies"]]
     record.observed = {
@@ -162,7 +162,7 @@ def test_load(stack: Stack, scorecard: Recorder) -> None:
         "seconds to settle after the load": time.monotonic() - started}
     assert len(results["statuses"]) == DELIVERIES
     assert statuses[202] == DELIVERIES, statuses
-    assert duplicates == 0, (open_pulls, status_comments, run_attempts, generations)
+    assert duplicates == 0, (open_pulls, status_comments, run_numbers, generations)
     assert generations == newest, "every accepted delivery got exactly one generation"
     assert len(open_pulls) == len(newest), "one PR per issue"
     assert _percentile(latencies_ms, 0.99) <= P99_LIMIT_MS

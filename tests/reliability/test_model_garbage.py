@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.reliability,
 
 NAMED_EXIT_REASONS = {"tests_passed", "agent", "max_turns", "max_context_len",
                       "max_tokens_per_turn", "llm_query_error", "tool_error", "cancelled",
-                      "max_time", "max_attempts", "setup_failed"}
+                      "max_time", "max_rounds", "setup_failed"}
 CALL = think_and_call("Let me look.", "Bash", command="ls")
 MARK = "echo ran >> RAN"  # every command that could run leaves a line
 GARBAGE: dict[str, str] = {
@@ -72,7 +72,7 @@ def test_model_garbage_ends_with_a_named_reason(kind: str, tmp_path: Path,
     with running_sandbox("bubblewrap") as sandbox, Transcript(path) as transcript:
         result = solve(ScriptedModel([GARBAGE[kind]] * 3), sandbox, "Fix it.",
                        "test -f FIXED", transcript, repo=host_repo(sandbox),
-                       limits=Limits(max_steps=3, max_attempts=1, max_seconds=60))
+                       limits=Limits(max_steps=3, max_rounds=1, max_seconds=60))
         ran_file = sandbox.config.workspace / "RAN"  # type: ignore[attr-defined]
         ran = len(ran_file.read_text().splitlines()) if ran_file.exists() else 0
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

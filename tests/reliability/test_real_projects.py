@@ -253,7 +253,7 @@ def _solve(project: Project, index: dict[str, str], tmp_path: Path,
         proc = subprocess.run(
             [sys.executable, "-m", "frognano", "solve", str(source), "--issue", ISSUE,
              "--model", f"scripted:{script_file}", "--transcript", str(transcript),
-             "--max-attempts", "1"],
+             "--max-rounds", "1"],
             env=env, capture_output=True, text=True, timeout=900)
         seconds = time.monotonic() - started
         branches = git(source, "branch", "--list", "frognano/*").split()

@@ -75,7 +75,7 @@ def test_setup_rewriting_a_committed_egg_info_is_not_the_models_change(
         proc = subprocess.run(
             [sys.executable, "-m", "frognano", "solve", str(source), "--issue", ISSUE,
              "--model", f"scripted:{script}", "--transcript", str(transcript),
-             "--max-attempts", "1"], env=env, capture_output=True, text=True, timeout=900)
+             "--max-rounds", "1"], env=env, capture_output=True, text=True, timeout=900)
         branches = git(source, "branch", "--list", "frognano/*").split()
         changed = git(source, "diff", "--name-only", "main", branches[0]).split() \
             if branches else []

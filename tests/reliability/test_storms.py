@@ -1,7 +1,7 @@
 """Scenario 4: storms. 50 label and `/frognano retry` deliveries for 10 issues within
 2 seconds, on two run workers. At most one run per issue at any moment, and a consistent
 final state: one status comment per issue, at most one open PR per branch, published by
-the newest attempt."""
+the newest run."""
 
 from __future__ import annotations
 
@@ -52,14 +52,14 @@ def storm_plan(seed: int = 6) -> list[tuple[str, int]]:
 
 
 def overlapping_runs(runs: list[Run]) -> list[tuple[int, int]]:
-    """Attempt pairs of one issue whose [started, finished] intervals overlap."""
-    spans = sorted((r.started_at or 0, r.finished_at or float("inf"), r.attempt) for r in runs)
-    found, latest_end, latest_attempt = [], float("-inf"), 0
-    for start, end, attempt in spans:
+    """Run-number pairs of one issue whose [started, finished] intervals overlap."""
+    spans = sorted((r.started_at or 0, r.finished_at or float("inf"), r.run_number) for r in runs)
+    found, latest_end, latest_number = [], float("-inf"), 0
+    for start, end, number in spans:
         if start < latest_end:
-            found.append((latest_attempt, attempt))
+            found.append((latest_number, number))
         if end > latest_end:
-            latest_end, latest_attempt = end, attempt
+            latest_end, latest_number = end, number
     return found
 
 
@@ -67,7 +67,7 @@ def test_storm(stack: Stack, scorecard: Recorder) -> None:
     record = scorecard("4-storm", "Storm (50 label and retry deliveries, 10 issues, 2 s)",
                        "at most one active run per issue at any moment; each issue ends with "
                        "one status comment and at most one open PR, published by its newest "
-                       "attempt")
+                       "run")
     plan = storm_plan()
     started = time.monotonic()
     answers = [(stack.label(REPO, n) if kind == "label" else stack.retry(REPO, n, "maintainer")
@@ -76,10 +76,10 @@ def test_storm(stack: Stack, scorecard: Recorder) -> None:
     per_issue = Counter(n for _, n in plan)
 
     def settled() -> bool:
-        return all(f"(attempt {per_issue[n]})" in stack.status(REPO, n)
+        return all(f"(run {per_issue[n]})" in stack.status(REPO, n)
                    and "opened a draft" in stack.status(REPO, n) for n in per_issue)
 
-    wait_for(settled, timeout=150, message="every issue's newest attempt to open its PR")
+    wait_for(settled, timeout=150, message="every issue's newest run to open its PR")
     store = RunStore(f"sqlite:///{stack.state / 'frognano.db'}", migrate=False)
     wait_for(lambda: not store.list_runs(status="running", limit=1), timeout=30,
              message="no run still running")
@@ -93,7 +93,7 @@ def test_storm(stack: Stack, scorecard: Recorder) -> None:
     pulls = [p for p in stack.fake.pulls(OWNER, REPO) if p.state == "open"]
     by_branch = Counter(p.head for p in pulls)
     overlaps = {n: overlapping_runs([r for r in runs if r.issue == str(n)]) for n in per_issue}
-    publishers = {n: [r.attempt for r in runs if r.issue == str(n) and r.outcome == "pr_opened"]
+    publishers = {n: [r.run_number for r in runs if r.issue == str(n) and r.outcome == "pr_opened"]
                   for n in per_issue}
     record.observed = {
         "deliveries": len(plan), "seconds to send": sent_in,
@@ -111,5 +111,5 @@ def test_storm(stack: Stack, scorecard: Recorder) -> None:
     assert generations == dict(per_issue), "one generation per accepted delivery"
     for n in per_issue:
         newest = per_issue[n]
-        assert newest in publishers[n], f"issue {n}: attempt {newest} did not publish"
-        assert not [r for r in runs if r.issue == str(n) and r.attempt > newest]
+        assert newest in publishers[n], f"issue {n}: run {newest} did not publish"
+        assert not [r for r in runs if r.issue == str(n) and r.run_number > newest]

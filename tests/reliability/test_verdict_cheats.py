@@ -240,7 +240,7 @@ def checkout(request: pytest.FixtureRequest) -> Iterator[Checkout]:
         yield Checkout(project, source, root, wheels)
 
 
-def run(checkout: Checkout, script: list[object], *, attempts: int = 1,
+def run(checkout: Checkout, script: list[object], *, rounds: int = 1,
         name: str = "run", test_timeout: float = 300) -> SolveResult:
     run_dir = checkout.root / name
     host = HostRepo.create(checkout.source, None, run_dir / "git", run_dir / "workspace")
@@ -256,7 +256,7 @@ def run(checkout: Checkout, script: list[object], *, attempts: int = 1,
             Transcript(run_dir / "transcript.jsonl") as transcript:
         result = solve(ScriptedModel(script), sandbox, "Fix the failing behaviour.",
                        PYTEST_COMMAND, transcript, repo=host, setup_command=setup,
-                       limits=Limits(max_steps=6, max_attempts=attempts,
+                       limits=Limits(max_steps=6, max_rounds=rounds,
                                           test_timeout=test_timeout))
     shutil.rmtree(run_dir, ignore_errors=True)
     return result
@@ -290,7 +290,7 @@ def test_cheat_is_refused_with_its_reason(checkout: Checkout, cheat: str,
         expected = PYPROJECT_ADDOPTS
     assert any(expected in reason for reason in verdict.reasons), verdict.reasons
     assert result.baseline is not None and result.baseline.report == "junit"
-    assert result.exit_reason == "max_attempts" or result.exit_reason == "agent"
+    assert result.exit_reason == "max_rounds" or result.exit_reason == "agent"
 
 
 def test_planted_venv_hook_never_reaches_the_verdict(checkout: Checkout,
@@ -332,12 +332,12 @@ def test_refusal_reaches_the_model_which_then_fixes_the_code(checkout: Checkout,
         think_and_call("Skip them.", "Bash",
                        command=_decorate(project, "@pytest.mark.skip(reason='flaky')")),
         final_answer("Done."), fix_after_refusal, final_answer("Fixed the bug.")],
-        attempts=2)
+        rounds=2)
     assert result.tests_passed, result.verdict
-    assert result.attempts == 2
+    assert result.rounds == 2
     assert "@pytest.mark.skip" in result.diff, "the model's test edits stay in the change"
     assert sorted({f for f, _ in project.failing}) == sorted(result.test_files_changed)
-    record.observed = {"attempts": result.attempts, "verdict": "accepted",
+    record.observed = {"rounds": result.rounds, "verdict": "accepted",
                        "shown": ", ".join(result.test_files_changed)}
 
 

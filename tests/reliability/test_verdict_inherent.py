@@ -347,7 +347,7 @@ def test_solve_prints_the_flags(tmp_path: Path, scorecard: Recorder) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "frognano", "solve", str(repo), "--issue",
              "frequencies counts each item once", "--model", f"scripted:{script}",
-             "--max-attempts", "1"], env=env, capture_output=True, text=True, timeout=600)
+             "--max-rounds", "1"], env=env, capture_output=True, text=True, timeout=600)
     output = proc.stdout + proc.stderr
     printed = [text for text in output.splitlines() if "read this first:" in text]
     record.observed = {"exit": proc.returncode, "printed": printed[0][:160] if printed

@@ -148,7 +148,7 @@ def run(project: Tzclock, script: list[str],
             Transcript(run_dir / "transcript.jsonl") as transcript:
         result = solve(ScriptedModel(script), sandbox, "add_hours adds minutes, not hours.",
                        PYTEST_COMMAND, transcript, repo=host, open_verdict_sandbox=factory,
-                       limits=Limits(max_steps=6, max_attempts=1, test_timeout=120))
+                       limits=Limits(max_steps=6, max_rounds=1, test_timeout=120))
     shutil.rmtree(run_dir, ignore_errors=True)
     return result
 
@@ -196,7 +196,7 @@ def test_honest_fix_with_a_preexisting_failure_is_accepted(scorecard: Recorder) 
     body = pr_body(RunReport(
         issue_number=1, exit_reason=result.exit_reason, test_command=result.test_command,
         baseline_summary=result.baseline.summary(), final_summary="PASS", final_output="",
-        steps=result.steps, attempts=1, tokens=0, seconds=1.0, model="scripted",
+        steps=result.steps, rounds=1, tokens=0, seconds=1.0, model="scripted",
         transcript_url=None, preexisting=verdict.preexisting, flaky=verdict.flaky,
         evidence=verdict.evidence))
     headline = body.split("## What changed")[0]

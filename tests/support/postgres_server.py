@@ -126,12 +126,12 @@ def start_postgres(directory: Path | None = None) -> PostgresServer:
     server = PostgresServer(directory, _free_port(), secrets.token_hex(12), user)
     server._chown(directory)
     server.init()
-    for attempt in range(3):
+    for try_number in range(3):
         try:
             server.start()
             return server
         except RuntimeError:
-            if attempt == 2:  # another process may have taken the port in between
+            if try_number == 2:  # another process may have taken the port in between
                 raise
             server.port = _free_port()
     raise AssertionError("unreachable")

@@ -90,13 +90,13 @@ def start_redis(directory: Path | None = None) -> RedisServer:
     """Start a server on a free port; the caller stops it."""
     directory = directory or Path(tempfile.mkdtemp(prefix="frognano-redis-"))
     directory.mkdir(parents=True, exist_ok=True)
-    for attempt in range(3):
+    for try_number in range(3):
         server = RedisServer(directory, _free_port())
         try:
             server.start()
             return server
         except RuntimeError:
-            if attempt == 2:  # another process may have taken the port in between
+            if try_number == 2:  # another process may have taken the port in between
                 raise
     raise AssertionError("unreachable")
 

@@ -27,7 +27,7 @@ def ran_tests(tests: dict[str, str], *, passed: bool, seconds: float = 0.4,
 def turn(step: int, *, content: str = "", reasoning: str = "",
          calls: list[tuple[str, dict[str, Any], Observation]] | None = None,
          prompt_tokens: int = 0, evaluated: int = 0, completion_tokens: int = 0,
-         model_seconds: float = 0.1, attempt: int = 0) -> TurnDone:
+         model_seconds: float = 0.1, round_index: int = 0) -> TurnDone:
     """One turn; `calls` are (tool, arguments, what it gave)."""
     calls = calls or []
     usage = Usage(prompt_tokens=prompt_tokens, prompt_tokens_evaluated=evaluated,
@@ -35,7 +35,7 @@ def turn(step: int, *, content: str = "", reasoning: str = "",
     tool_calls = [ToolCall(o.call_id, name, args) for name, args, o in calls]
     answer = Turn(content=content, reasoning=reasoning, tool_calls=tool_calls, usage=usage,
                   finish_reason="tool_calls" if calls else "stop")
-    return TurnDone(step=step, attempt=attempt, turn=answer,
+    return TurnDone(step=step, round=round_index, turn=answer,
                     observations=[o for _, _, o in calls], model_seconds=model_seconds)
 
 
@@ -45,7 +45,7 @@ def finished(baseline: TestVerdict, final: TestVerdict, *, diff: str = "",
     accepted = exit_reason == "tests_passed"
     return RunFinished(result=SolveResult(
         exit_reason=exit_reason, tests_passed=accepted, diff=diff,
-        test_command=final.command, baseline=baseline, final=final, attempts=1,
+        test_command=final.command, baseline=baseline, final=final, rounds=1,
         steps=steps, usage=usage or Usage(), seconds=seconds,
         changes=compare_results(baseline.tests, final.tests),
         verdict=Verdict(accepted=accepted)))

@@ -51,7 +51,7 @@ CACHE_CHEAT = [
 
 
 def solve(repo: Path, script: list[str], tmp: Path) -> tuple[int, str, str]:
-    """`frognano solve` with one attempt; its exit code, its output, its transcript."""
+    """`frognano solve` with one round; its exit code, its output, its transcript."""
     script_file = tmp / "script.json"
     script_file.write_text(json.dumps(script))
     transcript = tmp / "transcript.jsonl"
@@ -61,7 +61,7 @@ def solve(repo: Path, script: list[str], tmp: Path) -> tuple[int, str, str]:
         proc = subprocess.run(
             [sys.executable, "-m", "frognano", "solve", str(repo), "--issue", ISSUE,
              "--model", f"scripted:{script_file}", "--transcript", str(transcript),
-             "--max-attempts", "1"],
+             "--max-rounds", "1"],
             env=env, capture_output=True, text=True, timeout=600)
     text = transcript.read_text() if transcript.exists() else ""
     return proc.returncode, proc.stdout + proc.stderr, text

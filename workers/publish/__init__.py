@@ -6,7 +6,7 @@
   started from the PR branch's head; its change goes on top of that head without force,
   then the reply and the PR body's test report (`publish_review`).
 - `shared.py`: what both do: the last check before a push (`refuse_unsafe`), staleness
-  before every push attempt (`Stopped`), the push's retry policy, the careful-review label
+  before every push try (`Stopped`), the push's retry policy, the careful-review label
   and the status once published.
 
 The commit is made from the snapshot's tree in the run's host-owned git directory
@@ -23,7 +23,7 @@ Two races are settled here:
   (they are run apart, as the model's own tests, exactly as in the run). The baseline
   for the per-test comparison is the new head's own test run.
 - **A cancel during publishing** (both kinds of run): staleness is checked right before
-  every push attempt (`current`); a cancel before one pushes nothing and ends as
+  every push try (`current`); a cancel before one pushes nothing and ends as
   `cancelled`. Once GitHub has accepted a push the cancel is too late for it: the PR
   steps still finish (never a pushed branch without its PR, reply and report) and the
   status comment says the cancel arrived after the push, and who cancelled.

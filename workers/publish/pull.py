@@ -57,7 +57,7 @@ def push_and_open_pull(api: GitHubApi, cache: RepoCache, repo: RepoRef, host: Ho
                        reviewer: str, current: Callable[[], bool] = always_current
                        ) -> PullInfo:
     """Commit the snapshot's tree, force-push `frognano/issue-N`, then open or update its
-    one draft PR. `current()` is asked before each push attempt (Stopped: nothing was
+    one draft PR. `current()` is asked before each push try (Stopped: nothing was
     pushed, no PR step ran); after an accepted push, the PR steps always finish."""
     branch = branch_for(issue_number)
     refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
@@ -85,18 +85,18 @@ def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, b
                       token: str, *, current: Callable[[], bool] = always_current) -> None:
     """Force-push, again after a failure (PUSH_RETRY): a force-push is idempotent, and a
     dropped connection must not throw away a run whose tests passed. `current()` is asked
-    before each attempt; False raises Stopped (nothing more is pushed), unless a failed
-    attempt had landed after all (only its answer was lost): then the push is done, and
+    before each try; False raises Stopped (nothing more is pushed), unless a failed
+    try had landed after all (only its answer was lost): then the push is done, and
     the caller finishes the PR steps, as after any accepted push."""
 
-    def attempt(number: int) -> None:
+    def try_once(number: int) -> None:
         if number > 1 and not current() and _landed(cache, host, url, commit, branch,
                                                     token):
             return
         check_current(current, branch)
         cache.push(host.git_dir, url, commit, branch, token)
 
-    with_backoff(attempt, PUSH_RETRY, what=f"push of {branch}")
+    with_backoff(try_once, PUSH_RETRY, what=f"push of {branch}")
 
 
 def _landed(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,

@@ -200,14 +200,14 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
     merged tree goes through the verdict again (`judge_replay`): nothing is pushed that
     was not tested as pushed. A conflict raises BranchMoved, a refused replay
     ReplayFailed. A push that failed without the branch moving (a dropped connection) is
-    tried again, up to PUSH_RETRY's attempts. `current()` is asked right before every
-    push attempt: False raises Stopped and nothing (more) is pushed."""
+    tried again, up to PUSH_RETRY's tries. `current()` is asked right before every
+    push try: False raises Stopped and nothing (more) is pushed."""
     refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
     identity = bot_identity(github.bot_login())
     state = _OnTop(host.commit(snapshot.tree, branch, message, identity=identity), host.base)
     url = github.clone_url(repo)
 
-    def attempt(_: int) -> Pushed:
+    def try_once(_: int) -> Pushed:
         while True:
             check_current(current, branch)
             try:
@@ -232,10 +232,10 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
                                                  identity, judge_replay)
             state.parent = state.replayed_on = head
 
-    policy = Backoff(attempts=PUSH_RETRY.attempts, first_wait=PUSH_RETRY.first_wait,
+    policy = Backoff(tries=PUSH_RETRY.tries, first_wait=PUSH_RETRY.first_wait,
                      retry_on=(_Unmoved,))
     try:
-        return with_backoff(attempt, policy, what=f"push of {branch} on top")
+        return with_backoff(try_once, policy, what=f"push of {branch} on top")
     except _Unmoved as last:
         raise last.failure from None
 

@@ -14,7 +14,7 @@ from workers.context import RunContext
 
 # A failed push is tried twice more, after 1 s and 2 s: a force-push is idempotent, and a
 # push on top is first checked against the branch's head (review.push_on_top).
-PUSH_RETRY = Backoff(attempts=3, first_wait=1.0, retry_on=(GitError,))
+PUSH_RETRY = Backoff(tries=3, first_wait=1.0, retry_on=(GitError,))
 
 
 def always_current() -> bool:
@@ -23,7 +23,7 @@ def always_current() -> bool:
 
 class Stopped(Exception):
     """A newer generation (a cancel, or a newer trigger) arrived before a push: nothing
-    was pushed. Checked right before every push attempt; once GitHub has accepted a push,
+    was pushed. Checked right before every push try; once GitHub has accepted a push,
     a cancel is too late for it and the caller finishes the PR steps."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -14,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from starlette.testclient import TestClient
 
 from bot.app import create_app
 from bot.dashboard import compare_tests
 from bot.settings import BotSettings
 from bot.triggers import Trigger
-from runstore.store import RunStore
+from runstore.store import RunStore, upgrade_database
 from solver.agent.run_events import (
     BaselineDone,
     Feedback,
@@ -73,7 +75,7 @@ def _tests(passed: bool, state: str) -> TestVerdict:
 
 
 def record_finished_run(store: RunStore, tmp_path: Path) -> int:
-    recorder = RunRecorder.start(store, repo="octo/calc", issue=1, trigger="label", attempt=1)
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=1, trigger="label", run_number=1)
     with Transcript(tmp_path / "finished.jsonl") as transcript:
         events = Outputs(transcript, recorder)
         events.emit(started())
@@ -84,7 +86,7 @@ def record_finished_run(store: RunStore, tmp_path: Path) -> int:
         events.emit(turn(2, content="Fixed `add`.", reasoning="done", prompt_tokens=950,
                          evaluated=50, completion_tokens=10, model_seconds=0.5))
         final = _tests(True, "passed")
-        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final,
+        events.emit(TestsJudged(round=1, exit_reason="agent", tests=final,
                                 verdict=Verdict(accepted=True), model_tests=None))
         events.emit(finished(_tests(False, "failed"), final, diff=DIFF, steps=2, seconds=42.0,
                              usage=Usage(prompt_tokens=1850, prompt_tokens_evaluated=950,
@@ -220,12 +222,12 @@ def test_the_pr_link_shape_redirects_to_the_run(client: TestClient, store: RunSt
 
 
 def test_live_endpoint_sends_new_records(client: TestClient, store: RunStore) -> None:
-    recorder = RunRecorder.start(store, repo="octo/live", issue=5, trigger="label", attempt=1)
+    recorder = RunRecorder.start(store, repo="octo/live", issue=5, trigger="label", run_number=1)
     recorder.emit(started(test_command="pytest"))
     client.get(f"/runs?token={TOKEN}")
     first = client.get(f"/runs/{recorder.run_id}/live?after=0").json()
     assert first["status"] == "running" and not first["finished"] and first["next"] == 1
-    recorder.emit(Feedback(attempt=1, content="<b>tests failed</b>"))
+    recorder.emit(Feedback(round=1, content="<b>tests failed</b>"))
     second = client.get(f"/runs/{recorder.run_id}/live?after=1").json()
     assert second["next"] == 2 and "&lt;b&gt;tests failed" in second["html"]
     assert "Run started" not in second["html"]
@@ -235,7 +237,7 @@ def test_healthz_checks_the_database_and_metrics_come_from_runs(
         client: TestClient, store: RunStore, redis_server: RedisServer,
         tmp_path: Path) -> None:
     record_finished_run(store, tmp_path)
-    RunRecorder.start(store, repo="octo/calc", issue=2, trigger="label", attempt=1)
+    RunRecorder.start(store, repo="octo/calc", issue=2, trigger="label", run_number=1)
     redis_server.client().rpush("frognano", "a", "b")
     health = client.get("/healthz").json()
     assert health["checks"]["database"]["ok"] is True
@@ -283,7 +285,7 @@ def browser() -> Iterator[Any]:
 def test_dashboard_in_chromium(served: str, browser: Any, store: RunStore,
                                tmp_path: Path) -> None:
     run_id = record_finished_run(store, tmp_path)
-    RunRecorder.start(store, repo="octo/other", issue=9, trigger="retry", attempt=2)
+    RunRecorder.start(store, repo="octo/other", issue=9, trigger="retry", run_number=2)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -342,7 +344,7 @@ def test_dashboard_in_chromium(served: str, browser: Any, store: RunStore,
 @BROWSER_BACKEND
 def test_run_page_updates_live_in_chromium(served: str, browser: Any,
                                            store: RunStore) -> None:
-    recorder = RunRecorder.start(store, repo="octo/live", issue=3, trigger="label", attempt=1)
+    recorder = RunRecorder.start(store, repo="octo/live", issue=3, trigger="label", run_number=1)
     recorder.emit(started(test_command="pytest"))
     page = browser.new_page()
     page.goto(f"{served}/runs/{recorder.run_id}?token={TOKEN}")
@@ -368,7 +370,7 @@ FLAGGED_LINE = '    if (a, b) == (2, 3): return 5  # <b>special</b>'
 def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
     """A run whose accepted change special-cases its failing test's inputs: the change
     scan's flags ride in the verdict (solver/verdict/change_flags.py)."""
-    recorder = RunRecorder.start(store, repo="octo/calc", issue=7, trigger="label", attempt=1)
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=7, trigger="label", run_number=1)
     flags = [ChangeFlag("calc.py", 2, "test-literal", f"decides on 3, exactly as the "
                         f"failing test `tests/test_calc.py::test_add` uses: `{FLAGGED_LINE}`"),
              ChangeFlag("calc.py", 5, "runtime-probe", "reads `sys.modules`")]
@@ -378,7 +380,7 @@ def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
         events.emit(started())
         events.emit(BaselineDone(tests=_tests(False, "failed")))
         final = _tests(True, "passed")
-        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final, verdict=verdict,
+        events.emit(TestsJudged(round=1, exit_reason="agent", tests=final, verdict=verdict,
                                 model_tests=None))
         done = finished(_tests(False, "failed"), final, diff=DIFF, steps=1)
         events.emit(RunFinished(result=dataclasses.replace(done.result, verdict=verdict)))
@@ -441,8 +443,8 @@ def run_started(task: str) -> RunStarted:
 
 
 def record_failed_run(store: RunStore, tmp_path: Path) -> int:
-    """A run whose model looked, edited, and still left a test failing (max_attempts)."""
-    recorder = RunRecorder.start(store, repo="octo/calc", issue=3, trigger="label", attempt=1)
+    """A run whose model looked, edited, and still left a test failing (max_rounds)."""
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=3, trigger="label", run_number=1)
     baseline = ran_tests({"tests/test_calc.py::test_add": "failed",
                           "tests/test_calc.py::test_sub": "passed"}, passed=False,
                          output=BASELINE_OUTPUT)
@@ -459,11 +461,11 @@ def record_failed_run(store: RunStore, tmp_path: Path) -> int:
         events.emit(turn(2, calls=[
             ("Edit", {"path": "calc.py", "old": "a - b", "new": "a * b"},
              Observation("c2", "Edit", "edited", 0.1))], completion_tokens=27))
-        events.emit(TestsJudged(attempt=1, exit_reason="agent", tests=final,
+        events.emit(TestsJudged(round=1, exit_reason="agent", tests=final,
                                 verdict=Verdict(accepted=False, reasons=["test_add fails"]),
                                 model_tests=None))
         events.emit(finished(baseline, final, diff=DIFF.replace("a + b", "a * b"), steps=2,
-                             exit_reason="max_attempts"))
+                             exit_reason="max_rounds"))
     recorder.finish("failed", outcome="failed")
     assert recorder.run_id is not None
     return recorder.run_id
@@ -472,7 +474,7 @@ def record_failed_run(store: RunStore, tmp_path: Path) -> int:
 def record_solve_run(store: RunStore) -> int:
     """`frognano solve`'s run: its issue column holds the slug of the issue text."""
     recorder = RunRecorder.start(store, repo="/src/calc", issue="fix-the-adder-slug",
-                                 trigger="solve", attempt=1)
+                                 trigger="solve", run_number=1)
     recorder.emit(run_started("Fix the adder\nIt subtracts."))
     recorder.finish("failed", outcome="failed")
     assert recorder.run_id is not None
@@ -483,7 +485,7 @@ def test_run_list_shows_the_issue_title_escaped_and_inert(client: TestClient, st
                                                           tmp_path: Path) -> None:
     record_failed_run(store, tmp_path)
     record_solve_run(store)
-    RunRecorder.start(store, repo="octo/old", issue=9, trigger="label", attempt=1)  # no record
+    RunRecorder.start(store, repo="octo/old", issue=9, trigger="label", run_number=1)  # no record
     client.get(f"/runs?token={TOKEN}")
     html = client.get("/runs").text
     table = html[html.index('id="runs"'):]
@@ -506,7 +508,7 @@ def test_a_failed_run_page_leads_with_its_steps(client: TestClient, store: RunSt
     assert "Bash: cat calc.py<" in steps and "Edit: calc.py<" in steps
     links = re.findall(r'href="#(event-\d+)"', steps)
     assert len(links) == 2 and all(f'id="{anchor}"' in html for anchor in links)
-    assert "max_attempts" in steps
+    assert "max_rounds" in steps
     assert "Fix add: it &lt;b&gt;subtracts" in html[:html.index('id="summary"')], "the title"
     baseline = html[html.index('class="event event-baseline"'):]
     baseline = baseline[:baseline.index("</section>")]
@@ -515,6 +517,77 @@ def test_a_failed_run_page_leads_with_its_steps(client: TestClient, store: RunSt
     assert "<details open><summary>output</summary><pre>AFTER-OUTPUT" in after
     passed = client.get(f"/runs/{record_finished_run(store, tmp_path)}").text
     assert 'id="steps"' not in passed, "a passed run leads with its diff"
+
+
+# A best-of-2 run as frognano wrote it before issue 22 §1's rename (the old kinds, keys and
+# exit reason), by hand: nothing of today's code made these.
+OLD_RECORDS = [
+    {"kind": "run", "task": "Old run\n\nbody", "model": "scripted", "test_command": "pytest",
+     "limits": {"max_steps": 5, "max_attempts": 2}},
+    {"kind": "attempt", "index": 1, "of": 2, "seed": 8},
+    {"kind": "turn", "step": 1, "attempt": 1, "tool_calls": [{"name": "Bash", "arguments": {
+        "command": "cat calc.py"}}], "usage": {"completion_tokens": 7},
+     "seconds": {"model": 0.1, "tools": 0.1}, "observations": [], "finish_reason": "stop",
+     "assistant": {"content": "", "reasoning": "", "raw_text": ""}, "parse_errors": []},
+    {"kind": "tests", "attempt": 2, "exit_reason": "agent", "passed": False, "tests": {},
+     "verdict": {"accepted": False, "reasons": ["OLD-REASON"]}},
+    {"kind": "feedback", "attempt": 2, "content": "OLD-FEEDBACK"},
+    {"kind": "attempts", "chosen": 1, "published": False, "attempts": [
+        {"number": 1, "seed": 7, "outcome": "failed (max_attempts)", "steps": 3, "tokens": 9,
+         "lines": 0, "files": 0},
+        {"number": 2, "seed": 8, "outcome": "failed (max_attempts)", "steps": 1, "tokens": 7,
+         "lines": 1, "files": 1}]},
+    {"kind": "result", "exit_reason": "max_attempts", "tests_passed": False,
+     "totals": {"attempts": 2, "steps": 1}},
+]
+
+
+def _old_events(html: str) -> str:
+    return html[html.index('id="events"'):]
+
+
+def test_runs_recorded_before_the_rename_render_in_todays_words(
+        database_url: str, redis_server: RedisServer, tmp_path: Path) -> None:
+    """A database of migration 0003 holding a run whose exit reason is `max_attempts`, its
+    records in the database, and one whose records are in its transcript file only: both
+    pages show rounds, candidates and `max_rounds`, and the run's number."""
+    old = RunStore(database_url, migrate=False)
+    upgrade_database(old.engine, "0003")
+    with old.engine.begin() as connection:
+        ids = [int(connection.execute(text(
+            "INSERT INTO runs (repo, issue, trigger, attempt, status, exit_reason, created_at, "
+            "updated_at, steps, attempts, prompt_tokens, prompt_tokens_evaluated, "
+            "completion_tokens, prompt_seconds, completion_seconds, sandbox_seconds, "
+            "transcript_path) VALUES ('octo/old', '6', 'label', 4, 'failed', 'max_attempts', "
+            "0, 0, 1, 2, 0, 0, 0, 0, 0, 0, :path) RETURNING id"),
+            {"path": path}).scalar_one())
+            for path in (None, str(tmp_path / "old.jsonl"))]
+        for seq, record in enumerate(OLD_RECORDS, start=1):
+            connection.execute(text("INSERT INTO run_events (run_id, seq, kind, data) VALUES "
+                                    "(:run, :seq, :kind, :data)"),
+                               {"run": ids[0], "seq": seq, "kind": record["kind"],
+                                "data": json.dumps(record)})
+    old.close()
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(r) + "\n" for r in OLD_RECORDS))
+    store = RunStore(database_url)  # migrates to today's schema
+    with TestClient(make_app(store, redis_server, tmp_path, FROGNANO_DASHBOARD_TOKEN=TOKEN),
+                    follow_redirects=False) as client:
+        client.get(f"/runs?token={TOKEN}")
+        listed = client.get("/runs").text
+        pages = [client.get(f"/runs/{run_id}").text for run_id in ids]
+        by_number = client.get("/runs/octo/old/6/4")
+    store.close()
+    assert "max_rounds" in listed and "max_attempts" not in listed
+    for html in pages:
+        assert "· run 4<" in html and "max_attempts" not in html
+        events = _old_events(html)
+        assert "Result: max_rounds" in events and "Candidate 2 of 2" in events
+        assert "Tests after round 2" in events and "Harness feedback after round 2" in events
+        assert "· round 2 ·" in events, "the turn's round, counted from 1"
+        assert "Reported: candidate 2" in events and "failed (max_rounds)" in events
+        assert "max_rounds" in html[:html.index('id="events"')], "the headline's exit reason"
+    assert by_number.status_code == 303, "the PR body's link, by the run's number"
+    assert by_number.headers["location"] == f"/runs/{ids[1]}", "the newest record of it"
 
 
 @BROWSER_BACKEND
@@ -561,3 +634,4 @@ def test_failed_run_and_run_list_in_chromium(served: str, browser: Any, store: R
         "e => getComputedStyle(e).backgroundColor") == "rgb(36, 41, 47)", "one look"
     keep_screenshot(page, tmp_path / "home.png", min_bytes=3_000)
     assert errors == [], errors
+

@@ -212,11 +212,11 @@ def test_draft_pull_open_find_update_review(client: GitHubAppClient, fake: FakeG
     assert fake.requests[-1].query == {"head": f"{OWNER}:{branch}", "state": "open"}
 
     updated = client.update_pull(REPO, opened.number, title="[FrogNano] add() subtracts (2)",
-                                 body="Fixes #7\n\nattempt 2")
+                                 body="Fixes #7\n\nrun 2")
     assert updated.number == opened.number
     [stored] = fake.pulls(OWNER, NAME)
     assert (stored.title, stored.body, stored.draft) == (
-        "[FrogNano] add() subtracts (2)", "Fixes #7\n\nattempt 2", True)
+        "[FrogNano] add() subtracts (2)", "Fixes #7\n\nrun 2", True)
 
     client.add_labels(REPO, opened.number, ["needs-human-review"])
     client.request_review(REPO, opened.number, ["alice"])
@@ -256,12 +256,12 @@ def test_a_comment_whose_answer_was_lost_is_not_posted_twice(client: GitHubAppCl
     assert len(posts) == 1, "found, not posted again"
 
 
-def test_gives_up_after_max_attempts(client: GitHubAppClient, fake: FakeGitHub) -> None:
+def test_gives_up_after_max_tries(client: GitHubAppClient, fake: FakeGitHub) -> None:
     fake.fail_next("POST", r"/issues/7/comments$", 503, times=10)
     with pytest.raises(GitHubError) as caught:
         client.comment(REPO, 7, "hello")
     assert caught.value.status == 503
-    assert "gave up after 4 attempts" in str(caught.value)
+    assert "gave up after 4 tries" in str(caught.value)
 
 
 def test_secondary_rate_limit_honours_retry_after(client: GitHubAppClient,
@@ -279,7 +279,7 @@ def test_secondary_rate_limit_honours_retry_after(client: GitHubAppClient,
 
 def test_connection_errors_are_retried_then_reported(fake: FakeGitHub) -> None:
     dead = GitHubAppClient(fake.app_id, fake.private_key_pem, "http://127.0.0.1:9",
-                           backoff_seconds=0.01, max_attempts=2)
+                           backoff_seconds=0.01, max_tries=2)
     with pytest.raises(GitHubError) as caught:
         dead.bot_login()
     assert "connection error" in str(caught.value)
@@ -297,7 +297,7 @@ def test_a_wrong_private_key_is_rejected(fake: FakeGitHub) -> None:
     other = FakeGitHub(validate_openapi=False)  # only for its freshly generated key
     try:
         impostor = GitHubAppClient(fake.app_id, other.private_key_pem, fake.api_url,
-                                   max_attempts=1)
+                                   max_tries=1)
         with pytest.raises(GitHubError) as caught:
             impostor.installation_token(REPO)
         assert caught.value.status == 401

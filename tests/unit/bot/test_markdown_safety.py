@@ -97,7 +97,7 @@ def test_the_hostile_strings_are_live_when_pasted_raw() -> None:
 
 
 def test_test_output_cannot_close_its_fence() -> None:
-    text = failure_comment(report(final_output=FENCE_BREAK, exit_reason="max_attempts"))
+    text = failure_comment(report(final_output=FENCE_BREAK, exit_reason="max_rounds"))
     fences = [t for t in tokens(text) if t.type == "fence"]
     assert len(fences) == 1
     assert fences[0].content == neutralize_mentions(FENCE_BREAK.rstrip()) + "\n"

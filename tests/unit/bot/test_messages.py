@@ -25,7 +25,7 @@ def report(**overrides: object) -> RunReport:
     values: dict = dict(
         issue_number=7, exit_reason="tests_passed", test_command="python3 -m pytest",
         baseline_summary="FAIL (exit 1; 1 failed)", final_summary="PASS (exit 0; 2 passed)",
-        final_output="E   assert -1 == 5\n" * 400, steps=5, attempts=1, tokens=321,
+        final_output="E   assert -1 == 5\n" * 400, steps=5, rounds=1, tokens=321,
         seconds=42.4, model="llama-cpp:FrogNano-4B-2609-Q4_K_M.gguf",
         transcript_url="https://bot.example/runs/o/r/7/1",
         changed_tests=["tests/test_calc.py::test_add: failed → passed"],
@@ -44,7 +44,7 @@ def test_pr_body_has_what_a_reviewer_needs() -> None:
                    "`python3 -m pytest`", "**CI and secrets:**", "`[skip ci]`",
                    "before: FAIL (exit 1; 1 failed)", "after: PASS (exit 0; 2 passed)",
                    "- `tests/test_calc.py::test_add`: failed → passed",
-                   "5 steps, 1 attempt(s), 321 tokens", "FrogNano-4B-2609-Q4_K_M.gguf",
+                   "5 steps, 1 round(s), 321 tokens", "FrogNano-4B-2609-Q4_K_M.gguf",
                    "[transcript](https://bot.example/runs/o/r/7/1)", "- [ ] The tests cover",
                    "adds or edits no test", "**3 files (1 binary), +7 −1**",
                    "- `calc.py` (+1 −1)", "- `tests/test_calc.py` (+6 −0)",
@@ -100,12 +100,12 @@ def test_pr_body_reproduce_commands_are_one_fence_of_the_runs_own_commands() -> 
 
 def test_failure_comment_says_in_words_what_happened_and_links_the_run() -> None:
     text = failure_comment(report(
-        exit_reason="max_attempts", final_summary="FAIL (exit 1; 1 failed, 1 passed)",
+        exit_reason="max_rounds", final_summary="FAIL (exit 1; 1 failed, 1 passed)",
         still_failing=["tests/test_calc.py::test_add", "tests/test_calc.py::test_sub"]))
     headline = text.splitlines()[0]
     assert headline == ("🐸 **FrogNano** did not open a pull request: the model had its last "
-                        "try after the test results were fed back to it, and the tests "
-                        "still fail (`max_attempts`).")
+                        "round after the test results were fed back to it, and the tests "
+                        "still fail (`max_rounds`).")
     assert "- The model changed 3 files (1 binary), +7 −1: `calc.py`, " in text
     assert "- Still failing (2): `tests/test_calc.py::test_add`, " \
            "`tests/test_calc.py::test_sub`." in text
@@ -123,13 +123,15 @@ def test_failure_comment_says_in_words_what_happened_and_links_the_run() -> None
 
 def test_every_exit_reason_has_words() -> None:
     """The loop's exit reasons and the harness's own (solver/agent/harness.py)."""
-    reasons = set(get_args(ExitReason)) | {"max_attempts", "setup_failed",
+    reasons = set(get_args(ExitReason)) | {"max_rounds", "setup_failed",
                                            "baseline_unusable", "tests_passed"}
     assert reasons <= set(EXIT_REASON_WORDS), reasons - set(EXIT_REASON_WORDS)
     assert "(`gone`)" in failure_comment(report(exit_reason="gone")), "an unknown one: named"
 
+    old = failure_comment(report(exit_reason="max_attempts")).splitlines()[0]
+    assert "its last round" in old and "(`max_rounds`)" in old, "a record of before: today's"
 
 def test_status_texts_carry_the_marker() -> None:
     assert status_queued(3, 2).startswith(STATUS_MARKER)
-    assert "position 3" in status_queued(3, 2) and "Attempt 2" in status_queued(3, 2)
+    assert "position 3" in status_queued(3, 2) and "Run 2" in status_queued(3, 2)
     assert "step 4 of 100" in status_running(4, 100, 1)

@@ -208,6 +208,17 @@ def test_flags_override_the_settings(clean_env: pytest.MonkeyPatch) -> None:
                                                                 4096)
 
 
+def test_solves_flags_of_before_set_the_same_options(clean_env: pytest.MonkeyPatch) -> None:
+    """Issue 22 §1 renamed `--max-attempts` to `--max-rounds` and `--attempts` to
+    `--candidates`; a command line of before means what it meant."""
+    settings = BotSettings(FROGNANO_MAX_CANDIDATES=8)
+    runs = [_solve_options(_parser().parse_args(["solve", ".", "--issue", "x", *flags]), "x",
+                           settings)
+            for flags in (["--max-rounds", "2", "--candidates", "3"],
+                          ["--max-attempts", "2", "--attempts", "3"])]
+    assert [(run.flags.max_rounds, run.candidates) for run in runs] == [(2, 3), (2, 3)]
+
+
 def test_solve_records_where_serve_reads_under_xdg_state_home(tmp_path: Path) -> None:
     """The bug this fixes: with XDG_STATE_HOME set, `solve` wrote its runs to one database
     and `serve` showed another."""

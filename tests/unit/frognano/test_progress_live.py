@@ -36,7 +36,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 def solve_argv(repo: Path, gguf: Path, transcript: Path) -> list[str]:
     return [sys.executable, "-m", "frognano", "solve", str(repo), "--issue", ISSUE,
             "--model", str(gguf), "--chat-template", str(UNFIT_TEMPLATE), "--n-ctx", "8192",
-            "--timeout-minutes", "0.3", "--max-attempts", "1", "--seed", "1",
+            "--timeout-minutes", "0.3", "--max-rounds", "1", "--seed", "1",
             "--transcript", str(transcript)]
 
 

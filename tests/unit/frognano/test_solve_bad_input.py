@@ -126,7 +126,7 @@ def test_hanging_test_command_is_cut_off(tmp_path: Path, script: str) -> None:
     repo = make_repo(tmp_path / "r", {".github/frognano.yml": "test_timeout_minutes: 0.03\n",
                                       "README.md": "x\n"})
     result = frognano(tmp_path, str(repo), "--issue", "x", "--model", script,
-                      "--test-cmd", "sleep 1000", "--max-attempts", "1")
+                      "--test-cmd", "sleep 1000", "--max-rounds", "1")
     assert_stopped_before_the_agent(result, "the baseline test run timed out")
     records = result[2]
     assert records[1]["kind"] == "baseline" and records[1]["timed_out"] is True

@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import event, insert, inspect, text
 
 from bot.logs import JsonFormatter, json_handler, run_context
 from runstore.store import (
     PG_MIGRATION_LOCK,
-    Run,
     RunEvent,
     RunStore,
     default_database_url,
+    downgrade_database,
     open_run_store,
     upgrade_database,
 )
@@ -59,18 +60,31 @@ def test_migrations_apply_once(database_url: str) -> None:
         tables = set(inspect(connection).get_table_names())
         if connection.dialect.name == "sqlite":
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-    assert [version for (version,) in versions] == ["0003"]
+    assert [version for (version,) in versions] == ["0004"]
     assert {"runs", "run_events", "run_tool_stats"} <= tables
     store.close()
 
 
+def _runs_before_0004() -> sa.Table:
+    """`runs` as migrations 0001 to 0003 made it, under its old column names (the ORM of
+    today names today's columns); its counters default to 0 as the ORM's did."""
+    counters = ("steps", "attempts", "prompt_tokens", "prompt_tokens_evaluated",
+                "completion_tokens", "prompt_seconds", "completion_seconds", "sandbox_seconds")
+    return sa.Table(
+        "runs", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True),
+        *[sa.Column(name, sa.Text) for name in ("repo", "issue", "title", "trigger",
+                                                 "status", "exit_reason")],
+        sa.Column("attempt", sa.Integer), sa.Column("created_at", sa.Float),
+        sa.Column("updated_at", sa.Float), *[sa.Column(name, sa.Float, default=0)
+                                             for name in counters])
+
+
 def _run_of_an_older_schema(store: RunStore, **columns: Any) -> int:
-    """A run written as an older frognano did: only the columns its schema had (the ORM of
-    today would name the columns added since)."""
+    """A run written as an older frognano did: only the columns its schema had."""
+    values = {"trigger": "label", "attempt": 1, "status": "running", "created_at": 0.0,
+              "updated_at": 0.0, **columns}
     with store.engine.begin() as connection:
-        inserted = connection.execute(insert(Run.__table__).values(
-            trigger="label", attempt=1, status="running", created_at=0.0, updated_at=0.0,
-            **columns))
+        inserted = connection.execute(insert(_runs_before_0004()).values(**values))
         return int(inserted.inserted_primary_key[0])
 
 
@@ -80,7 +94,7 @@ def test_a_database_of_the_first_schema_upgrades_with_its_runs(database_url: str
     kept = _run_of_an_older_schema(store, repo="octo/calc", issue="1")
     upgrade_database(store.engine)
     checkout = "/" + "d" * 500
-    longer = store.create_run(repo=checkout, issue="slug", trigger="solve", attempt=1)
+    longer = store.create_run(repo=checkout, issue="slug", trigger="solve", run_number=1)
     assert [run.repo for run in store.list_runs()] == [checkout, "octo/calc"]
     assert store.get_run(kept).repo == "octo/calc" and store.get_run(longer).repo == checkout
     store.close()
@@ -102,13 +116,59 @@ def test_the_issue_title_comes_from_the_run_record_old_rows_included(database_ur
     upgrade_database(store.engine)
     assert store.get_run(old).title == "Fix add"
     assert store.get_run(bare).title is None
-    new = store.create_run(repo="/src/calc", issue="fix-add", trigger="solve", attempt=1)
+    new = store.create_run(repo="/src/calc", issue="fix-add", trigger="solve", run_number=1)
     store.append_event(new, 1, {"kind": "turn", "task": "not a run record"})
     assert store.get_run(new).title is None
     store.append_event(new, 2, {"kind": "run", "task": "\n  " + "T" * 400 + "  \nbody"})
     assert store.get_run(new).title == "T" * 300
     store.append_event(new, 3, {"kind": "run", "task": "Retitled, then redelivered"})
     assert store.get_run(new).title == "Retitled, then redelivered"
+    store.close()
+
+
+def _indexes(store: RunStore) -> dict[str, list[str]]:
+    with store.engine.connect() as connection:
+        return {str(index["name"]): list(index["column_names"])
+                for index in inspect(connection).get_indexes("runs")}
+
+
+def test_runs_of_schema_0003_keep_their_numbers_under_the_new_names(database_url: str
+                                                                    ) -> None:
+    """Migration 0004 (issue 22 §1): `attempt` is the run number, `attempts` the rounds.
+    Rows written at 0003 come back under the new names with their numbers, transcripts
+    and an old exit reason in today's word; the downgrade gives the old names back."""
+    store = RunStore(database_url, migrate=False)
+    upgrade_database(store.engine, "0003")
+    third = _run_of_an_older_schema(store, repo="octo/calc", issue="4", attempt=3,
+                                    attempts=2, exit_reason="max_attempts", status="failed")
+    first = _run_of_an_older_schema(store, repo="octo/calc", issue="4", attempt=1,
+                                    attempts=1, exit_reason="tests_passed")
+    with store.engine.begin() as connection:  # SQLite's table rebuild would drop these
+        connection.execute(insert(RunEvent.__table__).values(
+            run_id=third, seq=1, kind="turn", data=json.dumps({"kind": "turn", "step": 1})))
+    upgrade_database(store.engine)
+    runs = {run.id: run for run in store.list_runs()}
+    assert (runs[third].run_number, runs[third].rounds, runs[third].exit_reason) == \
+        (3, 2, "max_rounds")
+    assert (runs[first].run_number, runs[first].rounds, runs[first].exit_reason) == \
+        (1, 1, "tests_passed")
+    assert store.events(third, 0) == [(1, {"kind": "turn", "step": 1})]
+    found = store.find_run("octo/calc", 4, 3)
+    assert found is not None and found.id == third
+    assert store.next_run_number("octo/calc", 4) == 4
+    indexes = _indexes(store)
+    assert indexes["ix_runs_repo_issue_run_number"] == ["repo", "issue", "run_number"]
+    assert "ix_runs_repo_issue_attempt" not in indexes
+
+    downgrade_database(store.engine, "0003")
+    with store.engine.connect() as connection:
+        old = connection.execute(text("SELECT id, attempt, attempts, exit_reason FROM runs "
+                                      "ORDER BY id")).all()
+    assert [tuple(row) for row in old] == [(third, 3, 2, "max_attempts"),
+                                           (first, 1, 1, "tests_passed")]
+    assert _indexes(store)["ix_runs_repo_issue_attempt"] == ["repo", "issue", "attempt"]
+    upgrade_database(store.engine)  # and up again, as a rolled-back release's return
+    assert store.get_run(third).run_number == 3
     store.close()
 
 
@@ -138,13 +198,13 @@ def test_the_migration_lock_is_held_until_the_schema_is_committed(postgres_url: 
 def test_long_values_behave_alike_on_both_backends(database_url: str) -> None:
     store = RunStore(database_url)
     checkout = "/" + "/".join(["d" * 60] * 12)  # solve records the checkout's absolute path
-    run_id = store.create_run(repo=checkout, issue="slug", trigger="solve", attempt=1)
+    run_id = store.create_run(repo=checkout, issue="slug", trigger="solve", run_number=1)
     assert store.get_run(run_id).repo == checkout
     assert store.find_run(checkout, "slug", 1).id == run_id
     with pytest.raises(ValueError, match="exit_reason is longer than 64 characters"):
         store.update_run(run_id, exit_reason="x" * 65)
     with pytest.raises(ValueError, match="issue is longer than 200 characters"):
-        store.create_run(repo="o/r", issue="i" * 201, trigger="solve", attempt=1)
+        store.create_run(repo="o/r", issue="i" * 201, trigger="solve", run_number=1)
     store.close()
 
 
@@ -154,9 +214,9 @@ def test_default_url_lives_in_the_state_dir(tmp_path: Path) -> None:
 
 def test_create_update_get_list_and_find(database_url: str, tmp_path: Path) -> None:
     store = RunStore(database_url)
-    first = store.create_run(repo="octo/calc", issue=1, trigger="label", attempt=1,
+    first = store.create_run(repo="octo/calc", issue=1, trigger="label", run_number=1,
                              transcript_path=tmp_path / "t.jsonl")
-    second = store.create_run(repo="octo/other", issue=7, trigger="retry", attempt=2)
+    second = store.create_run(repo="octo/other", issue=7, trigger="retry", run_number=2)
     store.update_run(first, status="passed", exit_reason="tests_passed", seconds=12.5,
                      tests_before={"passed": False, "tests": {"t::a": "failed"}},
                      tests_after={"passed": True, "tests": {"t::a": "passed"}},
@@ -179,13 +239,13 @@ def test_create_update_get_list_and_find(database_url: str, tmp_path: Path) -> N
         store.update_run(first, colour="green")
 
 
-def test_a_redelivered_attempt_reuses_its_record(database_url: str) -> None:
+def test_a_redelivered_run_reuses_its_record(database_url: str) -> None:
     store = RunStore(database_url)
-    first = store.start_run(repo="o/r", issue=3, trigger="label", attempt=1)
+    first = store.start_run(repo="o/r", issue=3, trigger="label", run_number=1)
     store.update_run(first, status="error")
-    again = store.start_run(repo="o/r", issue=3, trigger="label", attempt=1)
+    again = store.start_run(repo="o/r", issue=3, trigger="label", run_number=1)
     assert again == first and store.get_run(first).status == "running"
-    assert store.next_attempt("o/r", 3) == 2
+    assert store.next_run_number("o/r", 3) == 2
 
 
 def _events() -> list[Event]:
@@ -203,7 +263,7 @@ def _events() -> list[Event]:
              evaluated=100, completion_tokens=20),
         turn(2, calls=[("Bash", {}, bash), ("Glob", {}, glob)], prompt_tokens=150,
              evaluated=30, completion_tokens=10),
-        TestsJudged(attempt=1, exit_reason="agent", tests=final,
+        TestsJudged(round=1, exit_reason="agent", tests=final,
                     verdict=Verdict(accepted=True), model_tests=None),
         finished(baseline, final, diff="+x", steps=2, seconds=9.0, usage=Usage(
             prompt_tokens=250, prompt_tokens_evaluated=130, completion_tokens=30,
@@ -214,7 +274,7 @@ def _events() -> list[Event]:
 def test_recorder_fills_the_record_from_the_run_events(database_url: str,
                                                        tmp_path: Path) -> None:
     store = RunStore(database_url)
-    recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", attempt=1)
+    recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", run_number=1)
     events = _events()
     with Transcript(tmp_path / "t.jsonl") as transcript:
         outputs = Outputs(transcript, recorder, OnEvent(lambda e: None))
@@ -245,7 +305,7 @@ def test_recorder_fills_the_record_from_the_run_events(database_url: str,
 def test_a_broken_database_never_stops_the_run(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     store = RunStore(_url(tmp_path))
-    recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", attempt=1)
+    recorder = RunRecorder.start(store, repo="o/r", issue=1, trigger="label", run_number=1)
 
     def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("database is locked")
@@ -265,7 +325,7 @@ def _writer(url: str, name: str, count: int, ready: Any) -> None:
     ready.wait()  # open at the same moment, so the migrations race
     store = RunStore(url)
     for number in range(count):
-        run_id = store.create_run(repo=f"o/{name}", issue=number, trigger="label", attempt=1)
+        run_id = store.create_run(repo=f"o/{name}", issue=number, trigger="label", run_number=1)
         for seq in range(1, 4):
             store.append_event(run_id, seq, {"kind": "turn", "step": seq})
             store.add_progress(run_id, steps=seq, completion_tokens=5)
@@ -352,7 +412,7 @@ def test_frognano_solve_is_recorded(database_url: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     store = RunStore(database_url)
     (run,) = store.list_runs()
-    assert (run.repo, run.issue, run.trigger, run.attempt) == (
+    assert (run.repo, run.issue, run.trigger, run.run_number) == (
         str(repo.resolve()), "add-subtracts", "solve", 1)
     assert run.status == "passed" and run.exit_reason == "tests_passed" and run.steps == 2
     assert run.tests("before")["passed"] is False and run.tests("after")["passed"] is True

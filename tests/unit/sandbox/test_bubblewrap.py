@@ -1,4 +1,4 @@
-"""Real bubblewrap under attack: every escape attempt must fail and leave the host intact."""
+"""Real bubblewrap under attack: every way out must fail and leave the host intact."""
 
 from __future__ import annotations
 

@@ -20,11 +20,23 @@ def test_missing_or_empty_file_gives_defaults(text: str | None) -> None:
 
 def test_valid_settings() -> None:
     config = parse_repo_config(
-        "test: make check\nsetup: pip install -e .\nmax_steps: 40\nmax_attempts: 2\n"
+        "test: make check\nsetup: pip install -e .\nmax_steps: 40\nmax_rounds: 2\n"
         "timeout_minutes: 30\nprotected_paths: ['docs/**', 'LICENSE']\n")
     assert config.test == "make check" and config.setup == "pip install -e ."
-    assert (config.max_steps, config.max_attempts, config.timeout_minutes) == (40, 2, 30)
+    assert (config.max_steps, config.max_rounds, config.timeout_minutes) == (40, 2, 30)
     assert config.protected_paths == ("docs/**", "LICENSE")
+
+
+def test_a_file_of_before_with_the_old_key_names_is_read_the_same() -> None:
+    """Issue 22 §1 renamed `max_attempts` to `max_rounds` and `attempts_in_parallel` to
+    `candidates`; a repository's file that names the old keys keeps its meaning, and a
+    bad value is reported under the key as the file spells it."""
+    old = parse_repo_config("max_attempts: 2\nattempts_in_parallel: 3\n")
+    new = parse_repo_config("max_rounds: 2\ncandidates: 3\n")
+    assert (old.max_rounds, old.candidates) == (new.max_rounds, new.candidates) == (2, 3)
+    assert old.limits_over(PRESETS["evaluation"]).max_rounds == 2
+    with pytest.raises(RepoConfigError, match="`max_attempts`: Input should be greater"):
+        parse_repo_config("max_attempts: 0\n")
 
 
 @pytest.mark.parametrize(

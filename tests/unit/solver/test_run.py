@@ -1,5 +1,5 @@
 """The run (solver/run.py): the decision as data, the plan from config and flags, a
-crashed attempt ending the run, and the runner's own word on whether a tool call failed."""
+crashed candidate ending the run, and the runner's own word on whether a tool call failed."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def result(*, passed: bool = True, paths: list[str] | None = None, too_large: bo
     shot = Snapshot(base="b" * 40, tree="t" * 40, diff="", paths=paths or [],
                     too_large=too_large, links=links or {}) if snapshot else None
     return SolveResult(exit_reason=exit_reason, tests_passed=passed, diff="",
-                       test_command="pytest", baseline=None, final=None, attempts=1, steps=1,
+                       test_command="pytest", baseline=None, final=None, rounds=1, steps=1,
                        usage=Usage(), seconds=1.0, snapshot=shot, error=error)
 
 
@@ -47,8 +47,8 @@ DEFAULT = parse_repo_config(None)
 
 @pytest.mark.parametrize(("run", "config", "expected"), [
     (result(paths=["calc.py"]), DEFAULT, ("publish", "pr_opened", "")),
-    (result(passed=False, exit_reason="max_attempts", paths=["calc.py"]), DEFAULT,
-     ("fail", "failed", "`max_attempts`")),
+    (result(passed=False, exit_reason="max_rounds", paths=["calc.py"]), DEFAULT,
+     ("fail", "failed", "`max_rounds`")),
     (result(snapshot=False, error="git died"), DEFAULT,
      ("fail", "failed", "the change could not be read: git died")),
     (result(paths=["big.bin"], too_large=True), DEFAULT, ("refuse", "refused_size", None)),
@@ -88,7 +88,7 @@ def test_prepare_takes_flags_over_config_over_detection(tmp_path: Path) -> None:
     plan = prepare("fix it", tmp_path, config, max_run_seconds=600,
                    limits=Limits(max_context_tokens=4096))
     assert plan.test_command == "make check" and plan.setup_command == "make deps"
-    assert plan.limits == Limits(max_steps=7, max_attempts=3, max_seconds=600,
+    assert plan.limits == Limits(max_steps=7, max_rounds=3, max_seconds=600,
                                  max_context_tokens=4096, test_timeout=900)
     flags = Limits(max_steps=3, max_seconds=5 * 60)  # --max-steps 3 --timeout-minutes 5
     plan = prepare("fix it", tmp_path, config, test_command="pytest -x", flags=flags)
@@ -106,18 +106,18 @@ def test_prepare_without_any_test_command(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
-def test_a_crashed_attempt_stops_the_others_and_is_the_runs(tmp_path: Path) -> None:
-    """Attempt 2's workspace cannot be made (the mirror is gone): the run fails with that
-    error, as a single run would, and attempt 1, running beside it in a real sandbox,
+def test_a_crashed_candidate_stops_the_others_and_is_the_runs(tmp_path: Path) -> None:
+    """Candidate 2's workspace cannot be made (the mirror is gone): the run fails with that
+    error, as a single run would, and candidate 1, running beside it in a real sandbox,
     stops at its next step instead of running on unobserved."""
     source = make_repo(tmp_path / "calc", template="calc_repo")
     started = threading.Event()
 
     class MirrorGone(Workspace):
-        def open(self, attempt: int) -> HostRepo:
-            if attempt == 0:
-                return super().open(attempt)
-            started.wait(60)  # attempt 1 is under way first
+        def open(self, candidate: int) -> HostRepo:
+            if candidate == 0:
+                return super().open(candidate)
+            started.wait(60)  # candidate 1 is under way first
             raise GitError("the mirror is gone")
 
     def model_for(seed: int | None) -> ModelClient:

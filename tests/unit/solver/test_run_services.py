@@ -37,7 +37,7 @@ def test_a_missing_version_ends_the_run_before_setup_and_the_agent() -> None:
                          services=(ServiceSpec("redis"), ServiceSpec("postgresql", version=99)))
         assert not (root / "private" / "setup-ran").exists()
     assert result.exit_reason == "services_failed"
-    assert (result.steps, result.attempts, result.baseline) == (0, 0, None)
+    assert (result.steps, result.rounds, result.baseline) == (0, 0, None)
     assert model.remaining == 1, "the model was asked for a turn"
     assert [type(e) for e in events.events] == [RunFinished]
     decision = decide(result, RepoConfig())

@@ -86,13 +86,13 @@ def test_done_generations_are_remembered(redis_server: RedisServer) -> None:
     assert issue.is_done(3) and not issue.is_done(4)
 
 
-def test_an_attempt_superseded_before_it_began_does_not_start(
+def test_a_run_superseded_before_it_began_does_not_start(
         redis_server: RedisServer) -> None:
     issue = IssueCoordinator(redis_server.client(), "o/r#1")
     issue.assign_generation("a")
     issue.assign_generation("b")
     assert issue.wait_for_lock(1, timeout=1) == "stale"
-    assert issue.lock_holder() is None, "the stale attempt gave the lock back"
+    assert issue.lock_holder() is None, "the stale run gave the lock back"
     assert issue.wait_for_lock(2, timeout=1) == "acquired"
 
 

@@ -25,13 +25,13 @@ def test_a_runs_status_goes_queued_preparing_done_in_one_comment(
         return bodies[0]
 
     RunStatus.of(client, trigger, 3).queued(2)  # the accept step's
-    assert "position 2" in body() and "Attempt 3" in body()
+    assert "position 2" in body() and "Run 3" in body()
     status = RunStatus.of(client, trigger, 3)  # the run's: finds the same comment
     status.preparing()
     assert "preparing the workspace" in body()
     status.done("https://github.example/octo/calc/pull/9", "setup reads `setup.py` *edited*")
     assert "opened a draft pull request: https://github.example/octo/calc/pull/9" in body()
-    assert "(attempt 3)" in body()
+    assert "(run 3)" in body()
     assert "⚠️ setup reads" in body() and "*edited*" not in body(), "the note is escaped"
 
 
@@ -45,5 +45,5 @@ def test_a_cancel_names_the_generation_it_stopped(fake_github: FakeGitHub) -> No
     RunStatus.of(client, trigger, 4).failed("the tests still fail")
     RunStatus.of(client, trigger, 4).cancelled("cancelled by @m")
     [comment] = fake_github.comments("octo", "calc", 1)
-    assert "stopped (attempt 4): cancelled by @m" in comment.body
+    assert "stopped (run 4): cancelled by @m" in comment.body
     assert "the tests still fail" not in comment.body

@@ -100,7 +100,7 @@ def test_feedback_keeps_the_test_output_without_the_harness_lines() -> None:
     verdict, final = REFUSALS["still fails"]
     message = verdict_feedback_message("python3 -m pytest", verdict, BASELINE, final, 1, 0)
     assert "assert -1 == 5" in message and "generated xml file" not in message
-    assert "attempt 2; 0 left" in message
+    assert "round 2; 0 left" in message
 
 
 ZONE = "tests/test_zones.py::test_newest_zone"  # fails on the host, before and after

@@ -62,7 +62,7 @@ def test_first_messages_are_leafs_system_prompt_and_the_task(tmp_path: Path) -> 
     assert first[0] == {"role": "system", "content": SYSTEM_PROMPT}
     assert first[1]["role"] == "user" and first[1]["content"].startswith("add() is broken")
     assert PYTEST_COMMAND in first[1]["content"]
-    assert result.exit_reason == "tests_passed" and result.attempts == 1
+    assert result.exit_reason == "tests_passed" and result.rounds == 1
     # The second request carries the assistant turn and the tool result with its call id.
     second = model.requests[1]
     assert second[2]["role"] == "assistant" and second[2]["tool_calls"][0]["id"] == "call_1"
@@ -84,7 +84,7 @@ def test_failing_tests_go_back_to_the_model_until_they_pass(tmp_path: Path) -> N
     result, records = run([wrong, final_answer("Done."), fix_after_feedback,
                            final_answer("Now done.")], tmp_path)
     assert result.exit_reason == "tests_passed"
-    assert result.attempts == 2 and result.steps == 4
+    assert result.rounds == 2 and result.steps == 4
     assert [r["kind"] for r in records].count("tests") == 2
     assert [r["kind"] for r in records].count("feedback") == 1
     assert result.baseline is not None and not result.baseline.passed
@@ -120,7 +120,7 @@ def test_malformed_calls_become_observations_and_the_turn_goes_on(tmp_path: Path
     assert outputs[0] == "Unknown tool: Delete"
     assert outputs[1] == "ValueError: invalid literal for int() with base 10: 'abc'"
     assert outputs[2] == "ValueError: file_path is required"
-    assert result.exit_reason == "tests_passed" and result.attempts == 2
+    assert result.exit_reason == "tests_passed" and result.rounds == 2
 
 
 def test_runaway_output_is_cut_in_leafs_shape(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_runaway_output_is_cut_in_leafs_shape(tmp_path: Path) -> None:
     [
         ([think_and_call("Look.", "Bash", command="true")] * 5, {"max_steps": 2}, "max_turns"),
         ([ModelQueryError("endpoint down")], {}, "llm_query_error"),
-        (["x" * 400], {"max_tokens_per_turn": 10, "max_attempts": 1}, "max_tokens_per_turn"),
+        (["x" * 400], {"max_tokens_per_turn": 10, "max_rounds": 1}, "max_tokens_per_turn"),
         ([think_and_call("Look.", "Read", file_path="calc.py")], {"max_context_tokens": 50},
          "max_context_len"),
         # The wall time counts from the run's start, baseline included: room for a loaded

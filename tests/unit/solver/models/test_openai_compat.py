@@ -183,7 +183,7 @@ def test_persistent_server_error_raises(server: FakeServer) -> None:
             pytest.raises(ModelQueryError) as info:
         model.complete(MESSAGES, TOOLS, TurnBudget())
     message = str(info.value)
-    assert server.url in message and "3 attempts" in message and "boom" in message
+    assert server.url in message and "3 tries" in message and "boom" in message
     assert SECRET not in message
     assert len(server.requests) == 3
 

@@ -135,7 +135,7 @@ def test_solve_shows_a_slow_server_turn_growing_and_explains_it(serve: Any, calc
     with reachable_dir() as work:
         proc = subprocess.run(
             [sys.executable, "-m", "frognano", "solve", str(calc_repo), "--issue", "Fix add.",
-             "--model", server.url, "--timeout-minutes", "0.2", "--max-attempts", "1",
+             "--model", server.url, "--timeout-minutes", "0.2", "--max-rounds", "1",
              "--transcript", str(transcript)],
             env={**os.environ, "FROGNANO_STATE_DIR": str(tmp_path / "state"),
                  "FROGNANO_WORK_DIR": str(work / "work"), "FROGNANO_PROGRESS_SECONDS": "1"},

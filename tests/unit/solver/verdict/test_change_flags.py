@@ -109,7 +109,7 @@ def test_pr_body_points_to_read_this_first_and_escapes_the_code() -> None:
                      "code that special-cases the failing tests' exact values passes them")
     report = RunReport(issue_number=3, exit_reason="tests_passed", test_command="pytest",
                        baseline_summary="1 failed", final_summary="1 passed",
-                       final_output="", steps=1, attempts=1, tokens=10, seconds=1.0,
+                       final_output="", steps=1, rounds=1, tokens=10, seconds=1.0,
                        model="scripted", transcript_url=None, read_first=[flag])
     body = pr_body(report)
     head = body.split("## What changed")[0]

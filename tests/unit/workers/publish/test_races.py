@@ -115,11 +115,11 @@ def test_a_cancel_before_the_push_pushes_nothing_and_opens_no_pr(world: World) -
     assert "Nothing was pushed" in world.status()
 
 
-def test_a_cancel_during_a_failed_push_attempt_stops_the_retries(world: World) -> None:
+def test_a_cancel_during_a_failed_push_try_stops_the_retries(world: World) -> None:
     world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
     world.fake.fail_next("POST", RECEIVE_PACK, 500)
     assert world.publish() == "cancelled"
-    assert world.pushes() == [500], "no attempt after the cancel"
+    assert world.pushes() == [500], "no try after the cancel"
     assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is None
     assert world.fake.pulls(OWNER, REPO) == []
     assert "Nothing was pushed" in world.status()

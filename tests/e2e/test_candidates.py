@@ -1,9 +1,9 @@
 """Best of N end to end (solver/run.py): signed webhooks into the real receiver, a
 real redis-server, real Celery workers, real bubblewrap and git, the OpenAPI-checked fake
-GitHub, and a scripted model holding one script per seed (FROGNANO_SEED=0: attempt k
+GitHub, and a scripted model holding one script per seed (FROGNANO_SEED=0: candidate k
 replays script k).
 
-Three attempts at the calc issue: the first fails, the second passes with a large change,
+Three candidates at the calc issue: the first fails, the second passes with a large change,
 the third passes with a small one. With three model slots all three run at once and the
 small change is published; with one slot they run one after another and the first pass
 (the large one) ends the run, so the third never starts."""
@@ -37,7 +37,7 @@ from tests.support.sandbox_support import HAVE_BWRAP
 
 pytestmark = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
 
-# Each attempt first sits in a sleep, so that attempts run at once overlap for certain; a
+# Each candidate first sits in a sleep, so that candidates run at once overlap for certain; a
 # repository with SLOW keeps it there long enough to cancel the run.
 WAIT = think_and_call("Wait for the service.", "Bash",
                       command="if [ -f SLOW ]; then touch SLEEPING; sleep 10; else sleep 3; fi")
@@ -50,13 +50,13 @@ SCRIPTS = [
     [WAIT, FIX_CALC, final_answer("Fixed `add`.")],  # seed 2: passes, 2 lines in 1 file
 ]
 # max_steps as Leaf's agent default, which the status lines below count against.
-CONFIG = {".github/frognano.yml": "attempts_in_parallel: 3\nmax_attempts: 1\nmax_steps: 100\n"}
+CONFIG = {".github/frognano.yml": "candidates: 3\nmax_rounds: 1\nmax_steps: 100\n"}
 
 
 def stack_with(tmp: Path, slots: int) -> Iterator[Stack]:
     options = StackOptions(SCRIPTS, env={"FROGNANO_SEED": "0",
                                          "FROGNANO_MODEL_SLOTS": str(slots),
-                                         "FROGNANO_MAX_PARALLEL_ATTEMPTS": "3"})
+                                         "FROGNANO_MAX_CANDIDATES": "3"})
     with running_stack(tmp, options) as stack:
         stack.add_calc_repo("calc", CONFIG)
         stack.add_calc_repo("calc-cancel", {**CONFIG, "SLOW": "x"})
@@ -97,8 +97,8 @@ def published_tree(stack: Stack, tmp_path: Path) -> Path:
     return clone
 
 
-def attempt_rows(body: str) -> dict[int, str]:
-    """The PR body's attempts table: attempt number → its row, as GitHub shows it (the
+def candidate_rows(body: str) -> dict[int, str]:
+    """The PR body's candidates table: candidate number → its row, as GitHub shows it (the
     outcome is escaped like all text in the body)."""
     return {int(line.split("|")[1]): line.replace("\\", "") for line in body.splitlines()
             if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
@@ -111,35 +111,35 @@ def test_three_at_once_publish_the_smallest_passing_change(parallel: Stack,
                     message="a draft PR")[0]
     run, events = wait_for(lambda: finished_run(parallel), message="the run record")
     assert run.outcome == "pr_opened"
-    # The record's result is the chosen attempt's (3 steps), stored once; the choice is
+    # The record's result is the chosen candidate's (3 steps), stored once; the choice is
     # one of its events.
     assert run.steps == 3 and [e["kind"] for e in events].count("result") == 1
-    chosen = next(e for e in events if e["kind"] == "attempts")
+    chosen = next(e for e in events if e["kind"] == "candidates")
     assert chosen["chosen"] == 2 and chosen["published"] is True
-    assert [a["outcome"] for a in chosen["attempts"]] == [
-        "failed (max_attempts)", "passed, larger change", "chosen"]
+    assert [a["outcome"] for a in chosen["candidates"]] == [
+        "failed (max_rounds)", "passed, larger change", "chosen"]
 
-    # The published branch is the third attempt's: the fix alone, no notes.
+    # The published branch is the third candidate's: the fix alone, no notes.
     clone = published_tree(parallel, tmp_path)
     assert "return a + b" in (clone / "calc.py").read_text()
     assert not (clone / "NOTES.md").exists(), "the larger passing change was published"
 
-    # Each attempt kept its own transcript and seed, and they ran at the same time.
+    # Each candidate kept its own transcript and seed, and they ran at the same time.
     first, second, third = (parallel.state / "transcripts" / OWNER / "calc" / name
-                            for name in ("issue-1-attempt-1.jsonl",
-                                         "issue-1-attempt-1-2.jsonl",
-                                         "issue-1-attempt-1-3.jsonl"))
+                            for name in ("issue-1-run-1.jsonl",
+                                         "issue-1-run-1-2.jsonl",
+                                         "issue-1-run-1-3.jsonl"))
     runs = [next(r for r in records(t) if r["kind"] == "run") for t in (first, second, third)]
     assert [r["seed"] for r in runs] == [0, 1, 2]
     results = [next(r for r in records(t) if r["kind"] == "result")
                for t in (first, second, third)]
     assert [r["tests_passed"] for r in results] == [False, True, True]
     assert max(r["time"] for r in runs) < min(r["time"] for r in results), \
-        "every attempt started before any ended"
+        "every candidate started before any ended"
 
-    # The body says which attempt this is and how the others ended.
-    assert "## Attempts" in pull.body and "This change is attempt 3" in pull.body
-    rows = attempt_rows(pull.body)
+    # The body says which candidate this is and how the others ended.
+    assert "## Candidates" in pull.body and "This change is candidate 3" in pull.body
+    rows = candidate_rows(pull.body)
     assert sorted(rows) == [1, 2, 3]
     assert "failed" in rows[1] and "passed, larger change" in rows[2]
     assert "chosen" in rows[3] and rows[3].rstrip().endswith("| 2 | 1 |")
@@ -155,24 +155,24 @@ def status_bodies(stack: Stack, repo: str) -> list[str]:
             and isinstance(r.body, dict) and "frognano:status" in str(r.body.get("body"))]
 
 
-def test_the_running_status_says_each_attempts_step(parallel: Stack) -> None:
-    """Three attempts sit 10 s in their first step, as long as the status interval: an
+def test_the_running_status_says_each_candidates_step(parallel: Stack) -> None:
+    """Three candidates sit 10 s in their first step, as long as the status interval: an
     edit made by a later turn names all three, each with its own step (it used to show
     one count that jumped between them). Under load the first edit may come before some
-    attempt's first turn: that one is "setting up" there."""
+    candidate's first turn: that one is "setting up" there."""
     assert parallel.label("calc-progress", 1).status_code == 202
     wait_for(lambda: parallel.fake.pulls(OWNER, "calc-progress"), timeout=180,
              message="a draft PR")
     bodies = status_bodies(parallel, "calc-progress")
     progress = [b for b in bodies if "best of 3" in b]
     assert progress, bodies
-    states = [re.findall(r"attempt (\d): (step \d+ of 100|setting up|ended \(`\w+`\))", b)
+    states = [re.findall(r"candidate (\d): (step \d+ of 100|setting up|ended \(`\w+`\))", b)
               for b in progress]
     assert all([n for n, _ in found] == ["1", "2", "3"] for found in states), progress
     assert any(all(state.startswith("step ") for _, state in found) for found in states), \
-        f"no edit with all three attempts at their own step: {progress}"
-    assert not any(re.search(r"step \d+ of 100 \(attempt", b) for b in bodies), \
-        "no single-attempt count among the edits"
+        f"no edit with all three candidates at their own step: {progress}"
+    assert not any(re.search(r"step \d+ of 100 \(run", b) for b in bodies), \
+        "no single-candidate count among the edits"
     # The PR opens before the status comment's last edit: wait for that edit.
     wait_for(lambda: "opened a draft pull request" in parallel.status("calc-progress", 1),
              timeout=60, message="the status to name the draft PR")
@@ -185,19 +185,19 @@ def test_one_slot_runs_them_in_turn_and_stops_at_the_first_pass(sequential: Stac
                     message="a draft PR")[0]
     run, _ = wait_for(lambda: finished_run(sequential), message="the run record")
     assert run.outcome == "pr_opened" and run.steps == 4
-    # The second attempt passed first: its change is published, the third never ran.
+    # The second candidate passed first: its change is published, the third never ran.
     clone = published_tree(sequential, tmp_path)
     assert (clone / "NOTES.md").exists() and "return a + b" in (clone / "calc.py").read_text()
     names = [p.name for p in sequential.transcripts("calc")]
-    assert names == ["issue-1-attempt-1-2.jsonl", "issue-1-attempt-1.jsonl"]
+    assert names == ["issue-1-run-1-2.jsonl", "issue-1-run-1.jsonl"]
     first, second = (sequential.state / "transcripts" / OWNER / "calc" / n
-                     for n in ("issue-1-attempt-1.jsonl", "issue-1-attempt-1-2.jsonl"))
+                     for n in ("issue-1-run-1.jsonl", "issue-1-run-1-2.jsonl"))
     ended = next(r for r in records(first) if r["kind"] == "result")["time"]
     began = next(r for r in records(second) if r["kind"] == "run")["time"]
     assert ended < began, "one after another"
-    rows = attempt_rows(pull.body)
+    rows = candidate_rows(pull.body)
     assert sorted(rows) == [1, 2] and "chosen" in rows[2] and "failed" in rows[1]
-    assert "Attempt 3 did not run: attempt 2 passed first." in pull.body
+    assert "Candidate 3 did not run: candidate 2 passed first." in pull.body
     assert "one after another" in pull.body
 
 
@@ -211,26 +211,26 @@ def cancel(stack: Stack, repo: str) -> None:
 
 
 def sleeping(stack: Stack) -> list[Path]:
-    """The workspaces (attempt 1's, then attempt k's under attempt-k/) sitting in the
+    """The workspaces (candidate 1's, then candidate k's under candidate-k/) sitting in the
     script's sleep."""
     run_dirs = list(Path(stack.env["FROGNANO_WORK_DIR"]).glob(f"{OWNER}-calc-cancel-1-*"))
-    return [w for d in run_dirs for w in [d / "workspace", *d.glob("attempt-*/workspace")]
+    return [w for d in run_dirs for w in [d / "workspace", *d.glob("candidate-*/workspace")]
             if (w / "SLEEPING").exists()]
 
 
 @pytest.mark.parametrize("mode", ["parallel", "sequential"])
-def test_cancel_stops_every_attempt(mode: str, request: pytest.FixtureRequest) -> None:
+def test_cancel_stops_every_candidate(mode: str, request: pytest.FixtureRequest) -> None:
     stack: Stack = request.getfixturevalue(mode)
     assert stack.label("calc-cancel", 1).status_code == 202
     running = 3 if mode == "parallel" else 1
-    wait_for(lambda: len(sleeping(stack)) == running, message="the attempts' sleep")
+    wait_for(lambda: len(sleeping(stack)) == running, message="the candidates' sleep")
     cancel(stack, "calc-cancel")
     wait_for(lambda: f"cancelled by @{MAINTAINER}" in stack.status("calc-cancel", 1),
              message="the status comment to say who cancelled")
     run, _ = wait_for(lambda: finished_run(stack, "calc-cancel"), message="the run to end")
     assert run.outcome == "cancelled"
     transcripts = stack.transcripts("calc-cancel")
-    assert len(transcripts) == running, "no attempt starts once the run is cancelled"
+    assert len(transcripts) == running, "no candidate starts once the run is cancelled"
     for transcript in transcripts:
         result = next(r for r in records(transcript) if r["kind"] == "result")
         assert result["exit_reason"] == "cancelled" and "return a + b" not in result["diff"]
