@@ -2,7 +2,7 @@
 
 A pure decision from the baseline run, the verdict run (the change with the repository's
 original tests and test configuration restored), the run with the model's own test files
-added, and the plan of what was restored. Every refusal names its exact reason, because
+added, and the plan of what was restored. Every reason not to accept is named exactly, because
 it goes back to the model as feedback and to the maintainer in the status comment.
 """
 
@@ -22,7 +22,7 @@ MAX_LISTED = 20  # reasons past this many are counted, not listed
 @dataclass
 class Verdict:
     accepted: bool
-    reasons: list[str] = field(default_factory=list)  # why it is refused; empty if accepted
+    reasons: list[str] = field(default_factory=list)  # why it is not accepted; empty if accepted
     notes: list[str] = field(default_factory=list)  # how it was decided, said either way
     new_tests: dict[str, str] = field(default_factory=dict)  # the model's tests → status
     mode: str = "per-test"  # or "exit code" for runners without a per-test report
