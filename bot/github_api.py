@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from bot.git_data import CreatedCommit, TreeChange
+
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 WRITE_PERMISSIONS: tuple[Permission, ...] = ("admin", "maintain", "write")
 
@@ -82,6 +84,11 @@ class ValidationFailed(GitHubError):
 
 class AlreadyExists(ValidationFailed):
     """422 with the error code `already_exists` (a label, a pull for that head...)."""
+
+
+class NotFastForward(ValidationFailed):
+    """422 to a ref update without force: the branch is not an ancestor of the commit
+    (someone pushed to it meanwhile)."""
 
 
 class NotAFile(GitHubError):
@@ -272,4 +279,34 @@ class GitHubApi(Protocol):
 
     def bot_login(self) -> str:
         """The App's bot user login, e.g. `frognano[bot]`, to ignore our own events."""
+        ...
+
+    # -- the Git Data API: the bot's commits, signed by GitHub (bot/git_data.py) --------
+
+    def create_blob(self, repo: RepoRef, content: bytes) -> str:
+        """A blob of `content` in the repository; its sha (as git computes it)."""
+        ...
+
+    def create_tree(self, repo: RepoRef, base_tree: str, changes: list[TreeChange]) -> str:
+        """`base_tree` with `changes` laid over it; the new tree's sha."""
+        ...
+
+    def create_commit(self, repo: RepoRef, *, message: str, tree: str,
+                      parents: list[str]) -> CreatedCommit:
+        """A commit with no author or committer given: GitHub makes the App's bot its
+        author and signs it."""
+        ...
+
+    def branch_head(self, repo: RepoRef, branch: str) -> str | None:
+        """The commit `branch` points at on GitHub, or None when there is no such branch."""
+        ...
+
+    def create_branch(self, repo: RepoRef, branch: str, sha: str) -> None:
+        """`refs/heads/<branch>` at `sha`; AlreadyExists when the branch exists. One try
+        (ServerError on a 5xx or a lost answer): the caller decides about another."""
+        ...
+
+    def move_branch(self, repo: RepoRef, branch: str, sha: str, *, force: bool) -> None:
+        """Point `branch` at `sha`; without `force` only as a fast-forward (NotFastForward
+        otherwise), NotFound when there is no such branch. One try, as create_branch."""
         ...

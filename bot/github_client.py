@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 import logging
 import ssl
@@ -31,6 +32,17 @@ from githubkit.exception import (
     RequestFailed,
 )
 
+from bot.git_data import (
+    NOT_FAST_FORWARD,
+    REF_EXISTS,
+    CreatedCommit,
+    TreeChange,
+    blob_payload,
+    commit_payload,
+    created_commit,
+    ref_refusal,
+    tree_payload,
+)
 from bot.github_api import (
     AlreadyExists,
     CheckRunInfo,
@@ -39,6 +51,8 @@ from bot.github_api import (
     GitHubError,
     IssueInfo,
     NotAFile,
+    NotFastForward,
+    NotFound,
     Permission,
     PullInfo,
     RateLimited,
@@ -145,14 +159,17 @@ class GitHubAppClient:
 
     def _call(self, repo: RepoRef | None, what: str, request: Callable[[GitHub[Any]], T],
               ok_statuses: tuple[int, ...] = (),
-              already_done: Callable[[GitHub[Any]], T | None] | None = None) -> T | None:
+              already_done: Callable[[GitHub[Any]], T | None] | None = None,
+              policy: Backoff | None = None) -> T | None:
         """Run `request` with retries (solver/retry.py, this client's `Backoff`); None
         when it failed with one of `ok_statuses`.
 
         A request that is not idempotent passes `already_done`: after a failure that may
         have happened after GitHub acted (a 5xx, a dropped connection), it looks for the
         result before trying again, so a retry never creates a second comment or PR.
+        `policy` replaces the client's own (the ref writes: one try, the caller retries).
         """
+        retry = policy or self._retry
         ambiguous = refreshed = False
 
         def try_once(number: int) -> T | None:
@@ -176,16 +193,16 @@ class GitHubAppClient:
                         self._installations.pop(repo.installation_id, None)
                         refreshed = True
                         return try_once(number)
-                failure = _failure(what, exc, self._retry.max_wait)
+                failure = _failure(what, exc, retry.max_wait)
             except GitHubException as exc:
-                failure = _failure(what, exc, self._retry.max_wait)
+                failure = _failure(what, exc, retry.max_wait)
             ambiguous = isinstance(failure, _MayHaveActed)
             raise failure from None
 
         try:
-            return with_backoff(try_once, self._retry, what=what)
+            return with_backoff(try_once, retry, what=what)
         except Transient as last:
-            message = f"{what}: gave up after {self._retry.tries} tries: {last.reason}"
+            message = f"{what}: gave up after {retry.tries} tries: {last.reason}"
             if last.wait is not None:  # rate limited: say when it lifts
                 lifts_at = datetime.now(UTC) + timedelta(seconds=last.wait)
                 raise RateLimited(message, last.status, retry_after_s=last.wait,
@@ -472,6 +489,75 @@ class GitHubAppClient:
                 log.info("review request on %s#%d skipped: %s", repo.full_name, number, exc)
                 return
             raise
+
+    # -- the Git Data API: commits GitHub signs (bot/git_data.py) -------------------------
+
+    def create_blob(self, repo: RepoRef, content: bytes) -> str:
+        # Idempotent by content (a blob's sha is its bytes'), so the client's retries
+        # are safe.
+        encoded = base64.b64encode(content).decode("ascii")
+        response = self._must(repo, f"POST blob ({len(content)} bytes) on {repo.full_name}",
+                              lambda gh: _rest(gh).git.create_blob(
+                                  repo.owner, repo.name, data=cast(Any, blob_payload(encoded))))
+        return str(response.parsed_data.sha)
+
+    def create_tree(self, repo: RepoRef, base_tree: str, changes: list[TreeChange]) -> str:
+        payload = tree_payload(base_tree, changes)  # `data`: a deletion's sha is sent null
+        response = self._must(repo, f"POST tree ({len(changes)} paths) on {repo.full_name}",
+                              lambda gh: _rest(gh).git.create_tree(repo.owner, repo.name,
+                                                                   data=cast(Any, payload)))
+        return str(response.parsed_data.sha)
+
+    def create_commit(self, repo: RepoRef, *, message: str, tree: str,
+                      parents: list[str]) -> CreatedCommit:
+        # A retry after a lost answer makes a second commit object (another timestamp);
+        # only the one a ref is then set to is ever seen, the other is never reachable.
+        response = self._must(repo, f"POST commit of tree {tree[:12]} on {repo.full_name}",
+                              lambda gh: _rest(gh).git.create_commit(
+                                  repo.owner, repo.name,
+                                  data=cast(Any, commit_payload(message, tree, parents))))
+        return created_commit(cast(dict[str, Any], response.json()))
+
+    def branch_head(self, repo: RepoRef, branch: str) -> str | None:
+        response = self._call(repo, f"GET ref heads/{branch} of {repo.full_name}",
+                              lambda gh: _rest(gh).git.get_ref(repo.owner, repo.name,
+                                                               f"heads/{branch}"),
+                              ok_statuses=(404,))
+        return None if response is None else str(response.parsed_data.object_.sha)
+
+    def create_branch(self, repo: RepoRef, branch: str, sha: str) -> None:
+        try:
+            self._must_once(repo, f"POST ref heads/{branch} on {repo.full_name}",
+                            lambda gh: _rest(gh).git.create_ref(
+                                repo.owner, repo.name, ref=f"refs/heads/{branch}", sha=sha))
+        except ValidationFailed as exc:
+            if ref_refusal(exc.github_message) == REF_EXISTS:
+                raise AlreadyExists(str(exc), exc.status, github_message=exc.github_message,
+                                    codes=exc.codes) from None
+            raise
+
+    def move_branch(self, repo: RepoRef, branch: str, sha: str, *, force: bool) -> None:
+        try:
+            self._must_once(repo, f"PATCH ref heads/{branch} on {repo.full_name}",
+                            lambda gh: _rest(gh).git.update_ref(
+                                repo.owner, repo.name, f"heads/{branch}", sha=sha,
+                                force=force))
+        except ValidationFailed as exc:
+            if ref_refusal(exc.github_message) == NOT_FAST_FORWARD:
+                raise NotFastForward(str(exc), exc.status, github_message=exc.github_message,
+                                     codes=exc.codes) from None
+            if "reference does not exist" in exc.github_message.casefold():
+                raise NotFound(str(exc), exc.status,
+                               github_message=exc.github_message) from None
+            raise
+
+    def _must_once(self, repo: RepoRef, what: str, request: Callable[[GitHub[Any]], T]) -> T:
+        """One try (a 401 still mints a fresh token): a ref write's caller asks whether
+        the run is still current before each, and whether a lost one had landed."""
+        once = dataclasses.replace(self._retry, tries=1)
+        result = self._call(repo, what, request, policy=once)
+        assert result is not None
+        return result
 
 
 class _MayHaveActed(Transient):

@@ -39,6 +39,8 @@ class Trigger:
     issue_number: int
     kind: TriggerKind
     actor: str  # who labeled or commented
+    # Their account's id (the webhook's sender.id): the commit's `Co-authored-by:` address.
+    actor_id: int | None = None
     guidance: str = ""  # text after `/frognano retry`, or a review's feedback
     comment_id: int | None = None  # the command's comment, to react to
     pull_number: int | None = None  # the bot's PR the command, close or review came from

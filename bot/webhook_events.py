@@ -87,6 +87,7 @@ _M = TypeVar("_M", bound=_Model)
 class User(_Model):
     login: str
     type: str = "User"
+    id: int | None = None  # the account's id: the `Co-authored-by:` address is `id+login@…`
 
 
 class Installation(_Model):
@@ -355,7 +356,8 @@ def _route_issues(payload: dict[str, Any], action: str, trigger_label: str,
         return Trigger(
             delivery_id=delivery_id, installation_id=event.installation.id,
             owner=event.repository.owner.login, repo=event.repository.name,
-            issue_number=event.issue.number, kind="closed", actor=event.sender.login)
+            issue_number=event.issue.number, kind="closed", actor=event.sender.login,
+            actor_id=event.sender.id)
     if action != "labeled":
         return Ignore(f"issues.{action} is not handled")
     event = parse_issues_event(payload)
@@ -369,7 +371,8 @@ def _route_issues(payload: dict[str, Any], action: str, trigger_label: str,
     return Trigger(
         delivery_id=delivery_id, installation_id=event.installation.id,
         owner=event.repository.owner.login, repo=event.repository.name,
-        issue_number=event.issue.number, kind="label", actor=event.sender.login)
+        issue_number=event.issue.number, kind="label", actor=event.sender.login,
+            actor_id=event.sender.id)
 
 
 def _route_comment(payload: dict[str, Any], action: str, bot_login: str | None,
@@ -386,6 +389,7 @@ def _route_comment(payload: dict[str, Any], action: str, bot_login: str | None,
             delivery_id=delivery_id, installation_id=event.installation.id,
             owner=event.repository.owner.login, repo=event.repository.name,
             issue_number=event.issue.number, kind="cancel", actor=event.sender.login,
+            actor_id=event.sender.id,
             comment_id=event.comment.id)
     guidance = parse_retry_command(event.comment.body)
     if guidance is None:
@@ -394,6 +398,7 @@ def _route_comment(payload: dict[str, Any], action: str, bot_login: str | None,
         delivery_id=delivery_id, installation_id=event.installation.id,
         owner=event.repository.owner.login, repo=event.repository.name,
         issue_number=event.issue.number, kind="retry", actor=event.sender.login,
+            actor_id=event.sender.id,
         guidance=guidance, comment_id=event.comment.id)
 
 
@@ -413,6 +418,7 @@ def _route_pull_comment(event: IssueCommentEvent, bot_login: str | None,
         delivery_id=delivery_id, installation_id=event.installation.id,
         owner=event.repository.owner.login, repo=event.repository.name,
         issue_number=issue, kind="cancel" if cancel else "review", actor=event.sender.login,
+            actor_id=event.sender.id,
         comment_id=event.comment.id, pull_number=event.issue.number,
         guidance="" if cancel else review_feedback(command, []))
 
@@ -429,7 +435,7 @@ def _route_pull_request(payload: dict[str, Any], action: str, bot_login: str | N
     issue = _bot_pull_issue(event, event.sender, bot_login)
     if isinstance(issue, Ignore):
         return issue
-    return _pull_trigger(event, delivery_id, issue, "closed", event.sender.login)
+    return _pull_trigger(event, delivery_id, issue, "closed", event.sender)
 
 
 def _bot_pull_issue(event: _PullEvent, author: User, bot_login: str | None) -> int | Ignore:
@@ -447,12 +453,12 @@ def _bot_pull_issue(event: _PullEvent, author: User, bot_login: str | None) -> i
 
 
 def _pull_trigger(event: _PullEvent, delivery_id: str, issue: int, kind: TriggerKind,
-                  actor: str, **extra: Any) -> Trigger:
+                  actor: User, **extra: Any) -> Trigger:
     return Trigger(
         delivery_id=delivery_id, installation_id=event.installation.id,
         owner=event.repository.owner.login, repo=event.repository.name,
-        issue_number=issue, kind=kind, actor=actor, pull_number=event.pull_request.number,
-        **extra)
+        issue_number=issue, kind=kind, actor=actor.login, actor_id=actor.id,
+        pull_number=event.pull_request.number, **extra)
 
 
 def _route_review(payload: dict[str, Any], action: str, bot_login: str | None,
@@ -472,7 +478,7 @@ def _route_review(payload: dict[str, Any], action: str, bot_login: str | None,
     if command is not None and is_cancel_command(review.body):
         return Ignore("a cancel is a comment, not a review")
     return _pull_trigger(
-        event, delivery_id, issue, "review", review.user.login, review_id=review.id,
+        event, delivery_id, issue, "review", review.user, review_id=review.id,
         guidance=review_feedback(command if command is not None else review.body or "", []))
 
 
@@ -490,7 +496,7 @@ def _route_review_comment(payload: dict[str, Any], action: str, bot_login: str |
         return Ignore("review comment is not a /frognano command")
     if is_cancel_command(comment.body):
         return Ignore("a cancel is an issue or pull request comment, not a review comment")
-    return _pull_trigger(event, delivery_id, issue, "review", comment.user.login,
+    return _pull_trigger(event, delivery_id, issue, "review", comment.user,
                          review_comment_id=comment.id, guidance=review_feedback("", [comment]))
 
 

@@ -258,6 +258,18 @@ def _give_paths_to_owner_of(paths: Iterable[str], work_tree: Path) -> None:
                 os.lchown(entry, *owner)
 
 
+def same_noreply(author: str, email: str) -> bool:
+    """Whether commit author `author` is `email`, also in the form GitHub gives commits
+    it makes for an account through its API: `<id>+login@users.noreply.github.com` for
+    `login@users.noreply.github.com` (the bot's commits made through the Git Data API)."""
+    author, email = author.casefold(), email.casefold()
+    if author == email:
+        return True
+    user_id, plus, rest = author.partition("+")
+    return bool(plus) and user_id.isdigit() and rest == email \
+        and email.endswith("@users.noreply.github.com")
+
+
 class TreeRefused(GitError):
     """The work tree cannot be snapshotted safely (e.g. thousands of nested repositories)."""
 
@@ -497,6 +509,36 @@ class HostRepo:
                 found[os.fsdecode(name)] = os.fsdecode(target[:4096])
         return found
 
+    def tree_changes(self, old: str, new: str
+                     ) -> list[tuple[str, str, str | None, str | None]]:
+        """(path, its mode in `new` (in `old` where deleted), its object in `new` (None
+        where `new` deletes it), its object in `old` (None where `new` adds it)) of each
+        path `new` changes against `old` (commits or trees), from the host's objects:
+        what a commit made through GitHub's API uploads."""
+        out = self._git("diff-tree", "-r", "-z", "--no-renames", "--ignore-submodules=none",
+                        old, new, strip=False).split(b"\0")
+        changes: list[tuple[str, str, str | None, str | None]] = []
+        for meta, name in zip(out[0::2], out[1::2], strict=False):
+            fields = meta.decode("ascii", "replace").split()  # :old new old-sha new-sha X
+            if len(fields) < 5:
+                continue
+            before = None if fields[4].startswith("A") else fields[2]
+            if fields[4].startswith("D"):
+                changes.append((os.fsdecode(name), fields[0].lstrip(":"), None, before))
+            else:
+                changes.append((os.fsdecode(name), fields[1], fields[3], before))
+        return changes
+
+    def object_bytes(self, sha: str) -> bytes:
+        """A blob's bytes from the host's objects (a symlink's: its target, unfollowed)."""
+        return self._git("cat-file", "blob", sha, strip=False)
+
+    def object_size(self, sha: str) -> int:
+        return int(self._git("cat-file", "-s", sha).decode().strip())
+
+    def tree_of(self, commit: str) -> str:
+        return self._git("rev-parse", "--verify", f"{commit}^{{tree}}").decode().strip()
+
     def changed_paths(self, tree: str, against: str | None = None) -> list[str]:
         out = self._git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
                         "--ignore-submodules=none", against or self.base, tree, strip=False)
@@ -581,7 +623,7 @@ class HostRepo:
             sha, *parents = shas.split()
             parent = parents[0] if parents else _EMPTY_TREE
             changed = [p for p in self.changed_paths(sha, against=parent) if select(p)]
-            mine = author.strip().casefold() == email.casefold()
+            mine = same_noreply(author.strip(), email)
             old = self._ls_tree(parent, changed) if mine and changed else {}
             for path in changed:
                 if not mine:
@@ -651,6 +693,10 @@ class HostRepo:
         run_git("read-tree", "--reset", "-u", tree, git_dir=self.git_dir, work_tree=dest,
                 env={"GIT_INDEX_FILE": str(index)})
         index.unlink(missing_ok=True)
+
+    def point_branch(self, branch: str, sha: str) -> None:
+        """`refs/heads/<branch>` of the host's dir at `sha` (a commit it holds)."""
+        self._git("update-ref", f"refs/heads/{branch}", sha)
 
     def commit(self, tree: str, branch: str, message: str,
                identity: Identity = LOCAL_IDENTITY) -> str:

@@ -1,4 +1,4 @@
-"""Bare mirrors per repository, and the remote talk: fetching into them, pushing from runs.
+"""Bare mirrors per repository, and the remote talk: fetching into them and into runs.
 
 Only remote operations live here; everything on a workspace goes through
 `solver/hostgit.py`, whose hardened runner these commands share. The installation
@@ -84,10 +84,11 @@ class RepoCache:
 
     def push(self, git_dir: Path, url: str, commit: str, branch: str,
              token: str | None, *, force: bool = True) -> None:
-        """Push `commit` from a run's host-owned git directory to `branch`: forced for a
-        fresh run (the bot owns frognano/ branches), fast-forward only for a run that
-        continues a PR a human may have pushed to. The workspace and its `.git` are never
-        involved."""
+        """Push `commit` from a run's host-owned git directory to `branch`: forced, or
+        fast-forward only. The workspace and its `.git` are never involved. Publishing on
+        GitHub no longer pushes with git (its commits are made through GitHub's API so
+        that GitHub signs them: workers/publish/api_commit.py); this stays for a plain
+        git remote (the hostile git scenarios publish to a local bare repository)."""
         self._remote_git(["push", *(["--force"] if force else []), "--quiet", url,
                           f"{commit}:refs/heads/{branch}"], token, git_dir=git_dir)
 

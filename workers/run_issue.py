@@ -15,6 +15,7 @@ import logging
 import uuid
 from pathlib import Path
 
+from bot.git_data import with_co_author
 from bot.github_api import Forbidden, GitHubError, NotAFile, RateLimited
 from bot.logs import delivery_context, run_context
 from bot.messages import (
@@ -191,7 +192,11 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
             rt.github.comment(repo, trigger.issue_number, failure_comment(report))
         status.failed(decision_reason(decision))
         return decision.outcome
-    message = commit_message(issue.title, trigger.issue_number, plan.test_command, config.ci)
+    # The person who asked is credited: GitHub makes the App's bot the author of the
+    # commits it signs (workers/publish/api_commit.py).
+    message = with_co_author(commit_message(issue.title, trigger.issue_number,
+                                            plan.test_command, config.ci),
+                             trigger.actor, trigger.actor_id)
     if reviewing:  # one candidate: its transcript is the first's, appended to by a replay
         with Transcript(transcript_path(rt, trigger, generation)) as transcript:
             return publish_review(ctx, host, result, report, ReviewChange(

@@ -4,7 +4,9 @@ model): a human pushes to the PR branch while the bot's push is in flight (the c
 replayed and re-tested), and a cancel arrives while the bot pushes.
 
 The moment is the fake GitHub's own: `on_next` runs the test's action when the bot's
-push (`POST …/git-receive-pack`) reaches GitHub, before GitHub serves it."""
+push reaches GitHub, before GitHub serves it: its ref write through the Git Data API
+(`POST …/git/refs` for a first run's new branch, `PATCH …/git/refs/heads/…` for a
+fast-forward on top of the PR branch; the bot never pushes with git)."""
 
 from __future__ import annotations
 
@@ -58,15 +60,25 @@ def bot_pr(stack: Stack, repo: str) -> Any:
     return pull
 
 
-def when_the_bot_pushes(stack: Stack, repo: str, action: Callable[[], None]) -> None:
-    stack.fake.on_next("POST", rf"^/{OWNER}/{repo}\.git/git-receive-pack$", action)
+def ref_write(repo: str, *, first: bool = False) -> tuple[str, str]:
+    """(method, path pattern) of the bot's push: a first run's or a review's."""
+    if first:
+        return "POST", rf"^/repos/{OWNER}/{repo}/git/refs$"
+    return "PATCH", rf"^/repos/{OWNER}/{repo}/git/refs/heads/"
+
+
+def when_the_bot_pushes(stack: Stack, repo: str, action: Callable[[], None], *,
+                        first: bool = False) -> None:
+    stack.fake.on_next(*ref_write(repo, first=first), action)
 
 
 def pushes(stack: Stack, repo: str) -> list[int]:
-    """The statuses GitHub's git answered the bot's pushes with."""
-    return [r.status for r in stack.fake.requests
-            if r.kind == "git" and r.method == "POST"
-            and r.path == f"/{OWNER}/{repo}.git/git-receive-pack"]
+    """The statuses GitHub answered the bot's pushes (its ref writes) with; the bot never
+    pushes with git."""
+    assert not [r for r in stack.fake.requests
+                if r.path == f"/{OWNER}/{repo}.git/git-receive-pack"]
+    return [r.status for r in stack.fake.requests if r.method in ("POST", "PATCH")
+            and r.path.startswith(f"/repos/{OWNER}/{repo}/git/refs")]
 
 
 def review(stack: Stack, repo: str, pull: Any) -> None:
@@ -126,9 +138,9 @@ def test_a_replay_that_fails_the_tests_pushes_nothing_and_names_them(
         OWNER, repo, pull.number))
     status = stack.status(repo, 1)
     assert "could not finish (run 2)" in status and "nothing was pushed" in status
-    # The first run's push, then the review's fast-forward push (refused: the branch had
+    # The first run's push, then the review's fast-forward (refused: the branch had
     # moved); the replay was never pushed.
-    assert len(pushes(stack, repo)) == 2
+    assert pushes(stack, repo) == [201, 422]
 
 
 def test_a_replay_that_passes_is_pushed_and_says_the_tests_re_ran(
@@ -176,11 +188,11 @@ def test_a_cancel_before_the_push_goes_through_pushes_nothing(stack: Stack) -> N
     pull = bot_pr(stack, repo)
     before = stack.fake.branch_sha(OWNER, repo, BRANCH)
     when_the_bot_pushes(stack, repo, lambda: cancel_and_wait(stack, repo))
-    stack.fake.fail_next("POST", rf"^/{OWNER}/{repo}\.git/git-receive-pack$", 500)
+    stack.fake.fail_next(*ref_write(repo), 500)
     review(stack, repo, pull)
     run = review_run(stack, repo)
     assert run.outcome == "cancelled"
-    assert pushes(stack, repo) == [200, 500], "no push try after the cancel"
+    assert pushes(stack, repo) == [201, 500], "no push try after the cancel"
     assert stack.fake.branch_sha(OWNER, repo, BRANCH) == before
     assert not any("FrogNano** pushed " in c.body for c in stack.fake.comments(
         OWNER, repo, pull.number))
@@ -197,7 +209,7 @@ def test_a_cancel_after_github_accepted_the_push_is_too_late_and_says_so(
     review(stack, repo, pull)
     run = review_run(stack, repo)
     assert run.outcome == "pushed"
-    assert pushes(stack, repo) == [200, 200]
+    assert pushes(stack, repo) == [201, 200]
     head = stack.fake.branch_sha(OWNER, repo, BRANCH)
     assert head != before
     reply = [c.body for c in stack.fake.comments(OWNER, repo, pull.number)
@@ -223,8 +235,8 @@ def first_run(stack: Stack, repo: str) -> Any:
 
 def test_a_first_run_cancelled_during_a_failed_push_pushes_nothing(stack: Stack) -> None:
     repo = "calc-first-cancel-push"
-    when_the_bot_pushes(stack, repo, lambda: cancel_and_wait(stack, repo))
-    stack.fake.fail_next("POST", rf"^/{OWNER}/{repo}\.git/git-receive-pack$", 500)
+    when_the_bot_pushes(stack, repo, lambda: cancel_and_wait(stack, repo), first=True)
+    stack.fake.fail_next(*ref_write(repo, first=True), 500)
     assert stack.label(repo, 1).status_code == 202
     run = first_run(stack, repo)
     assert run.outcome == "cancelled"
@@ -238,11 +250,11 @@ def test_a_first_run_cancelled_during_a_failed_push_pushes_nothing(stack: Stack)
 def test_a_first_run_cancelled_after_an_accepted_push_opens_its_pr_and_says_so(
         stack: Stack) -> None:
     repo = "calc-first-cancel-late"
-    when_the_bot_pushes(stack, repo, lambda: cancel_and_wait(stack, repo))
+    when_the_bot_pushes(stack, repo, lambda: cancel_and_wait(stack, repo), first=True)
     assert stack.label(repo, 1).status_code == 202
     run = first_run(stack, repo)
     assert run.outcome == "pr_opened"
-    assert pushes(stack, repo) == [200]
+    assert pushes(stack, repo) == [201]
     pulls = stack.fake.pulls(OWNER, repo)
     assert len(pulls) == 1 and pulls[0].draft, "a pushed branch is never left without its PR"
     status = wait_for(lambda: "arrived after GitHub had accepted the push" in (

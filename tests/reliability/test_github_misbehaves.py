@@ -73,10 +73,10 @@ def _dropped_after(fake: FakeGitHub, base: str) -> None:
 
 
 def _push_dropped(fake: FakeGitHub, base: str) -> None:
-    # git smart HTTP: the pack upload loses its connection; git itself resends a failed
-    # POST once, so twice makes the push fail.
-    owner_repo = base.removeprefix("/repos/")
-    fake.drop_next("POST", f"^/{owner_repo}\\.git/git-receive-pack$", times=2)
+    # The push is a ref write through the Git Data API (the commit GitHub signs): it loses
+    # its connection twice before GitHub acts; each write is one try, the push's own
+    # retries (PUSH_RETRY, 3 tries) carry it through.
+    fake.drop_next("POST", f"^{base}/git/refs$", times=2)
 
 
 CASES = [
@@ -85,7 +85,7 @@ CASES = [
     Case("calc-422", "422 on draft PR creation", _draft_refused, False),
     Case("calc-drop", "dropped connections, before GitHub acted", _dropped_before, True),
     Case("calc-drop-after", "dropped connections, after GitHub acted", _dropped_after, True),
-    Case("calc-drop-push", "dropped connection during the git push", _push_dropped, True),
+    Case("calc-drop-push", "dropped connection during the push", _push_dropped, True),
 ]
 
 

@@ -9,8 +9,10 @@
   before every push try (`Stopped`), the push's retry policy, the careful-review label
   and the status once published.
 
-The commit is made from the snapshot's tree in the run's host-owned git directory
-(`solver/hostgit.py`); the workspace and its `.git` are never read here.
+- `api_commit.py`: the commit made on GitHub through its Git Data API from the snapshot's
+  tree in the run's host-owned git directory (`solver/hostgit.py`), so GitHub signs it
+  (docs/VERIFIED_COMMITS.md); a push is then a ref write, never a git push. The
+  workspace and its `.git` are never read here.
 
 Two races are settled here:
 

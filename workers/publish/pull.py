@@ -1,5 +1,5 @@
-"""A first run's publishing: force-push `frognano/issue-N`, open or update its one draft
-PR, label it and ask for a review."""
+"""A first run's publishing: its commit made on GitHub (signed), `frognano/issue-N`
+pointed at it, its one draft PR opened or updated, labelled, a review asked for."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 from bot.github_api import GitHubApi, PullInfo, RepoRef
 from bot.messages import NEEDS_REVIEW_LABEL
-from solver.hostgit import GitError, HostRepo, Snapshot
-from solver.policy import bot_identity, branch_for, not_installed_note
+from solver.hostgit import HostRepo, Snapshot
+from solver.policy import branch_for, not_installed_note
 from solver.retry import with_backoff
 from workers.context import RunContext
+from workers.publish.api_commit import create_commit, force_branch, know_pushed
 from workers.publish.shared import (
     PUSH_RETRY,
     Stopped,
@@ -38,9 +39,10 @@ class DraftPull:
 
 def publish_pull(ctx: RunContext, host: HostRepo, snapshot: Snapshot, draft: DraftPull
                  ) -> str:
-    """A first run's passing change: force-push `frognano/issue-N`, open or update the
-    draft PR, request review. Outcomes: pr_opened; cancelled or superseded (a newer
-    generation before the push: nothing pushed, no PR step)."""
+    """A first run's passing change: its commit on GitHub, `frognano/issue-N` moved to it
+    (by force), the draft PR opened or updated, review requested. Outcomes: pr_opened;
+    cancelled or superseded (a newer generation before the push: nothing pushed, no PR
+    step)."""
     try:
         pull = push_and_open_pull(ctx.github, ctx.runtime.repo_cache, ctx.repo, host,
                                   snapshot, ctx.trigger.issue_number, draft,
@@ -56,16 +58,16 @@ def push_and_open_pull(api: GitHubApi, cache: RepoCache, repo: RepoRef, host: Ho
                        snapshot: Snapshot, issue_number: int, draft: DraftPull, *,
                        reviewer: str, current: Callable[[], bool] = always_current
                        ) -> PullInfo:
-    """Commit the snapshot's tree, force-push `frognano/issue-N`, then open or update its
-    one draft PR. `current()` is asked before each push try (Stopped: nothing was
-    pushed, no PR step ran); after an accepted push, the PR steps always finish."""
+    """Commit the snapshot's tree on GitHub (signed by it: api_commit.py), point
+    `frognano/issue-N` at it (forced: the bot owns the branch), then open or update its
+    one draft PR. `current()` is asked before each try of the ref write (Stopped: nothing
+    was pushed, no PR step ran); after an accepted one, the PR steps always finish."""
     branch = branch_for(issue_number)
-    refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
-    commit = host.commit(snapshot.tree, branch, draft.message,
-                         identity=bot_identity(api.bot_login()))
-    # Minted just before use: the clone's token may have expired during a long run.
-    push_with_retries(cache, host, api.clone_url(repo), commit, branch,
-                      api.installation_token(repo), current=current)
+    refuse_unsafe(snapshot)  # every caller checks first: the last line before an upload
+    commit = create_commit(api, repo, host, tree=snapshot.tree, parent=host.base,
+                           message=draft.message)
+    push_with_retries(api, repo, commit, branch, current=current)
+    know_pushed(cache, host, api, repo, branch, commit)
     existing = api.find_open_pull(repo, branch)
     if existing is not None:
         pull = api.update_pull(repo, existing.number, title=draft.title, body=draft.body)
@@ -81,28 +83,19 @@ def push_and_open_pull(api: GitHubApi, cache: RepoCache, repo: RepoRef, host: Ho
     return pull
 
 
-def push_with_retries(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
-                      token: str, *, current: Callable[[], bool] = always_current) -> None:
-    """Force-push, again after a failure (PUSH_RETRY): a force-push is idempotent, and a
-    dropped connection must not throw away a run whose tests passed. `current()` is asked
-    before each try; False raises Stopped (nothing more is pushed), unless a failed
-    try had landed after all (only its answer was lost): then the push is done, and
-    the caller finishes the PR steps, as after any accepted push."""
+def push_with_retries(api: GitHubApi, repo: RepoRef, commit: str, branch: str, *,
+                      current: Callable[[], bool] = always_current) -> None:
+    """Point `branch` at `commit` (created, or moved by force), again after a failure
+    (PUSH_RETRY): a forced ref write is idempotent, and a dropped connection must not
+    throw away a run whose tests passed. `current()` is asked before each try; False
+    raises Stopped (nothing more is pushed), unless a failed try had landed after all
+    (only its answer was lost): then the push is done, and the caller finishes the PR
+    steps, as after any accepted push."""
 
     def try_once(number: int) -> None:
-        if number > 1 and not current() and _landed(cache, host, url, commit, branch,
-                                                    token):
+        if number > 1 and not current() and api.branch_head(repo, branch) == commit:
             return
         check_current(current, branch)
-        cache.push(host.git_dir, url, commit, branch, token)
+        force_branch(api, repo, branch, commit)
 
     with_backoff(try_once, PUSH_RETRY, what=f"push of {branch}")
-
-
-def _landed(cache: RepoCache, host: HostRepo, url: str, commit: str, branch: str,
-            token: str) -> bool:
-    """Whether GitHub's `branch` already is `commit`."""
-    try:
-        return cache.fetch_branch(host.git_dir, url, branch, token) == commit
-    except GitError:  # no such branch yet, or GitHub unreachable: not known to be there
-        return False

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bot.github_api import GitHubApi, RepoRef
+from bot.github_api import GitHubApi, NotFastForward, RepoRef, ServerError
 from bot.messages import (
     RunReport,
     pr_body,
@@ -28,6 +28,7 @@ from solver.retry import Backoff, Transient, with_backoff
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict_run import Judgement, VerdictRunner
 from workers.context import RunContext
+from workers.publish.api_commit import create_commit, know_pushed
 from workers.publish.shared import (
     PUSH_RETRY,
     Stopped,
@@ -169,75 +170,96 @@ class Pushed:
 
 class _Unmoved(Transient):
     """A push on top that failed while the branch stayed where the run started (a
-    dropped connection): tried again (PUSH_RETRY); the last one is raised as it was."""
+    dropped connection, a 5xx): tried again (PUSH_RETRY); the last one is raised as it
+    was."""
 
-    def __init__(self, failure: GitError) -> None:
+    def __init__(self, failure: Exception) -> None:
         super().__init__(str(failure))
         self.failure = failure
 
 
 @dataclass
 class _OnTop:
-    """A push on top in progress: the commit to push and the head it sits on."""
+    """A push on top in progress: the change committed in the host's git directory (what
+    a replay merges), the commit GitHub made of it (what is pushed), and the head both
+    sit on."""
 
-    commit: str
+    local: str
+    remote: str
     parent: str
     replayed_on: str | None = None
     judged: Judgement | None = None
     replays: int = 0
 
     def pushed(self) -> Pushed:
-        return Pushed(self.commit, self.replayed_on, self.judged)
+        return Pushed(self.remote, self.replayed_on, self.judged)
 
 
 def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
                 snapshot: Snapshot, branch: str, message: str, judge_replay: JudgeReplay,
                 current: Callable[[], bool] = always_current) -> Pushed:
-    """Commit the snapshot on the PR head the run started from and push it without force.
+    """Commit the snapshot on GitHub (signed by it: api_commit.py) on the PR head the run
+    started from, and move the branch to it as a fast-forward only.
 
-    If someone pushed to the branch meanwhile, the change is replayed on the new head by
-    a three-way merge in the host-owned git directory (never in the sandbox) and the
-    merged tree goes through the verdict again (`judge_replay`): nothing is pushed that
-    was not tested as pushed. A conflict raises BranchMoved, a refused replay
-    ReplayFailed. A push that failed without the branch moving (a dropped connection) is
-    tried again, up to PUSH_RETRY's tries. `current()` is asked right before every
-    push try: False raises Stopped and nothing (more) is pushed."""
-    refuse_unsafe(snapshot)  # every caller checks first: the last line before a push
+    If someone pushed to the branch meanwhile (GitHub: not a fast forward), the change is
+    replayed on the new head by a three-way merge in the host-owned git directory (never
+    in the sandbox; the new head fetched by git smart HTTP) and the merged tree goes
+    through the verdict again (`judge_replay`), then is committed on GitHub on that head:
+    nothing is pushed that was not tested as pushed. A conflict raises BranchMoved, a
+    refused replay ReplayFailed. A ref write that failed without the branch moving (a
+    dropped connection, a 5xx) is tried again, up to PUSH_RETRY's tries; one that had
+    landed (only its answer was lost) is not. `current()` is asked right before every
+    ref write: False raises Stopped and nothing (more) is pushed."""
+    refuse_unsafe(snapshot)  # every caller checks first: the last line before an upload
     identity = bot_identity(github.bot_login())
-    state = _OnTop(host.commit(snapshot.tree, branch, message, identity=identity), host.base)
+    state = _OnTop(host.commit(snapshot.tree, branch, message, identity=identity),
+                   create_commit(github, repo, host, tree=snapshot.tree, parent=host.base,
+                                 message=message), host.base)
     url = github.clone_url(repo)
 
     def try_once(_: int) -> Pushed:
         while True:
             check_current(current, branch)
             try:
-                cache.push(host.git_dir, url, state.commit, branch,
-                           github.installation_token(repo), force=False)
+                github.move_branch(repo, branch, state.remote, force=False)
                 return state.pushed()
-            except GitError as exc:
-                failure = exc
+            except (NotFastForward, ServerError) as exc:
+                failure: Exception = exc
             head = cache.fetch_branch(host.git_dir, url, branch,
                                       github.installation_token(repo))
-            if head == state.commit:  # it went through; only the answer was lost
+            if head == state.remote:  # it went through; only the answer was lost
                 return state.pushed()
-            if head == state.parent:  # the branch did not move: the push itself failed
+            if head == state.parent:  # the branch did not move: the write itself failed
                 raise _Unmoved(failure)
-            state.replays += 1
-            if state.replays > MAX_REPLAYS:
-                raise BranchMoved(f"`{branch}` kept moving during the run (now at "
-                                  f"{head[:12]}); nothing was pushed")
-            log.info("fast-forward push of %s refused (%s); replaying on %s", branch,
-                     failure, head[:12])
-            state.commit, state.judged = _replay(host, head, state.commit, branch, message,
-                                                 identity, judge_replay)
-            state.parent = state.replayed_on = head
+            log.info("fast-forward of %s refused (%s); replaying on %s", branch, failure,
+                     head[:12])
+            _replay_on(state, head, github, repo, host, branch, message, identity,
+                       judge_replay)
 
     policy = Backoff(tries=PUSH_RETRY.tries, first_wait=PUSH_RETRY.first_wait,
                      retry_on=(_Unmoved,))
     try:
-        return with_backoff(try_once, policy, what=f"push of {branch} on top")
+        pushed = with_backoff(try_once, policy, what=f"push of {branch} on top")
     except _Unmoved as last:
         raise last.failure from None
+    know_pushed(cache, host, github, repo, branch, pushed.commit)
+    return pushed
+
+
+def _replay_on(state: _OnTop, head: str, github: GitHubApi, repo: RepoRef, host: HostRepo,
+               branch: str, message: str, identity: Identity,
+               judge_replay: JudgeReplay) -> None:
+    """The change replayed on the moved `head` and judged (`_replay`), then committed on
+    GitHub on that head: the next ref write pushes it."""
+    state.replays += 1
+    if state.replays > MAX_REPLAYS:
+        raise BranchMoved(f"`{branch}` kept moving during the run (now at "
+                          f"{head[:12]}); nothing was pushed")
+    state.local, state.judged = _replay(host, head, state.local, branch, message, identity,
+                                        judge_replay)
+    state.remote = create_commit(github, repo, host, tree=host.tree_of(state.local),
+                                 parent=head, message=message)
+    state.parent = state.replayed_on = head
 
 
 def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,

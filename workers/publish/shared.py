@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.github_api import GitHubApi, RepoRef
+from bot.github_api import GitHubApi, RepoRef, ServerError
 from bot.messages import CAREFUL_REVIEW_LABEL
 from solver.hostgit import GitError, Snapshot
 from solver.policy import forbidden_paths
 from solver.retry import Backoff
 from workers.context import RunContext
 
-# A failed push is tried twice more, after 1 s and 2 s: a force-push is idempotent, and a
-# push on top is first checked against the branch's head (review.push_on_top).
-PUSH_RETRY = Backoff(tries=3, first_wait=1.0, retry_on=(GitError,))
+# A failed push (the ref write on GitHub, or a fetch around it) is tried twice more, after
+# 1 s and 2 s: a forced ref write is idempotent, and a push on top is first checked
+# against the branch's head (review.push_on_top). A 5xx or a lost answer is a ServerError
+# (the ref writes make one try each: the loop asks about a cancel before the next).
+PUSH_RETRY = Backoff(tries=3, first_wait=1.0, retry_on=(GitError, ServerError))
 
 
 def always_current() -> bool:

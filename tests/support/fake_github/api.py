@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.support.fake_github import objects
 from tests.support.fake_github.checks import DOWNLOAD_PREFIX, register_check_routes
+from tests.support.fake_github.git_data import add_git_data_routes
 from tests.support.fake_github.git_http import run_http_backend
 from tests.support.fake_github.openapi_spec import DESCRIPTION_API_VERSION
 from tests.support.fake_github.server import (
@@ -80,6 +81,10 @@ _ROUTE_PERMISSIONS: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", r"/commits/[^/]+/check-runs$", "checks=read"),
     ("GET", r"/actions/jobs/\d+/logs$", "actions=read"),
     ("GET", r"/commits/[^/]+$", "contents=read"),
+    # The Git Data API (tests/support/fake_github/git_data.py): the bot's signed commits.
+    ("POST", r"/git/(blobs|trees|commits|refs)$", "contents=write"),
+    ("PATCH", r"/git/refs/.+$", "contents=write"),
+    ("GET", r"/git/(commits/[0-9a-f]{40}|ref/.+)$", "contents=read"),
 )]
 _REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 
@@ -790,6 +795,7 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                 pull.requested_reviewers.append(login)
         return _json(201, pull_json(repo, pull, full=False))
 
+    add_git_data_routes(app, fake, repo_of, json_body)
     register_check_routes(app, fake, repo_of, user, GitHubError)
     return app
 

@@ -32,8 +32,9 @@ OCTOKIT_OPENAPI_VERSION = "23.0.2"
 DESCRIPTION_API_VERSION = "2022-11-28"
 SPEC_MEMBER = "package/generated/api.github.com.json"
 GITHUB_API = "https://api.github.com"
-# `{path}` of the contents API spans slashes, which openapi-core's path matcher does not.
-_CONTENTS_PATH = re.compile(r"^(/repos/[^/]+/[^/]+/contents/)(.+)$")
+# `{path}` of the contents API and `{ref}` of the git refs API span slashes, which
+# openapi-core's path matcher does not.
+_CONTENTS_PATH = re.compile(r"^(/repos/[^/]+/[^/]+/(?:contents|git/refs?)/)(.+)$")
 
 
 def cache_dir() -> Path:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.hostgit import HostRepo
-from tests.conftest import make_repo
+from solver.hostgit import HostRepo, same_noreply
+from tests.conftest import git, make_repo
 
 
 def test_changed_paths_cover_edits_additions_deletions_and_renames(tmp_path: Path) -> None:
@@ -30,3 +30,22 @@ def test_numstat_gives_each_changed_paths_lines_added_and_removed(tmp_path: Path
     (host.work_tree / "t\tab.py").write_text("y\n")
     assert host.numstat(host.snapshot().tree) == [
         ("a.py", 2, 1), ("b.py", 0, 1), ("logo.png", None, None), ("t\tab.py", 1, 1)]
+
+
+def test_the_bots_commits_made_through_githubs_api_count_as_its_own(tmp_path: Path) -> None:
+    """GitHub authors the commits it makes for the App as `<id>+<bot>@users.noreply…`:
+    `distrust` still finds the bot's test edits in them (a person's stay trusted)."""
+    source = make_repo(tmp_path / "r", {"calc.py": "x\n", "tests/test_calc.py": "ok\n"})
+    bot = "frognano[bot]@users.noreply.github.com"
+    for author, text in ((f"41898282+{bot}", "weakened\n"), ("9+someone@example.com", "")):
+        if text:
+            (source / "tests" / "test_calc.py").write_text(text)
+        else:
+            (source / "calc.py").write_text("y\n")
+        git(source, "-c", f"user.email={author}", "commit", "-qam", "change")
+    host = HostRepo.create(source, "main", tmp_path / "run" / "git", tmp_path / "run" / "ws")
+    assert host.distrust("HEAD~2", bot, lambda path: path.startswith("tests/")) == [
+        "tests/test_calc.py"]
+    assert host.read_base("tests/test_calc.py") == b"ok\n"
+    assert same_noreply(f"7+{bot}", bot) and same_noreply(bot.upper(), bot)
+    assert not same_noreply(f"x+{bot}", bot) and not same_noreply("7+a@b.c", "a@b.c")

@@ -2,8 +2,9 @@
 fake GitHub (git over smart HTTP, OpenAPI-checked), a real redis-server, real git, and
 the cancel taken by the real accept step (`accept_trigger`) as the control worker does.
 
-The moment is the fake GitHub's own: `on_next` runs the cancel when the bot's push
-(`POST …/git-receive-pack`) reaches GitHub, before GitHub serves it."""
+The moment is the fake GitHub's own: `on_next` runs the cancel when the bot's push (its
+ref write through the Git Data API: `POST …/git/refs` for a first run, `PATCH
+…/git/refs/heads/…` on top of a PR branch) reaches GitHub, before GitHub serves it."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from workers.runtime import Runtime
 from workers.status import RunStatus
 
 OWNER, REPO, MAINTAINER = "octo", "calc", "maintainer"
-RECEIVE_PACK = rf"^/{OWNER}/{REPO}\.git/git-receive-pack$"
+CREATE_REF = rf"^/repos/{OWNER}/{REPO}/git/refs$"  # a first run's push: a new branch
+MOVE_REF = rf"^/repos/{OWNER}/{REPO}/git/refs/heads/"  # a push on top: a fast-forward
 
 
 @dataclass
@@ -65,8 +67,11 @@ class World:
         return bodies[0]
 
     def pushes(self) -> list[int]:
-        return [r.status for r in self.fake.requests if r.kind == "git"
-                and r.method == "POST" and r.path.endswith("/git-receive-pack")]
+        """The statuses of the bot's ref writes (0: the answer was lost), and never a
+        git push: the bot's commits are made through the API, signed by GitHub."""
+        assert not [r for r in self.fake.requests if r.path.endswith("/git-receive-pack")]
+        return [r.status for r in self.fake.requests if r.method in ("POST", "PATCH")
+                and "/git/refs" in r.path]
 
 
 def trigger(kind: str, comment_id: int | None = None) -> Trigger:
@@ -116,8 +121,8 @@ def test_a_cancel_before_the_push_pushes_nothing_and_opens_no_pr(world: World) -
 
 
 def test_a_cancel_during_a_failed_push_try_stops_the_retries(world: World) -> None:
-    world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
-    world.fake.fail_next("POST", RECEIVE_PACK, 500)
+    world.fake.on_next("POST", CREATE_REF, world.cancel)
+    world.fake.fail_next("POST", CREATE_REF, 500)
     assert world.publish() == "cancelled"
     assert world.pushes() == [500], "no try after the cancel"
     assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is None
@@ -126,9 +131,9 @@ def test_a_cancel_during_a_failed_push_try_stops_the_retries(world: World) -> No
 
 
 def test_a_cancel_once_github_accepted_the_push_finishes_the_pr(world: World) -> None:
-    world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
+    world.fake.on_next("POST", CREATE_REF, world.cancel)
     assert world.publish() == "pr_opened"
-    assert world.pushes() == [200]
+    assert world.pushes() == [201]
     pulls = world.fake.pulls(OWNER, REPO)
     assert len(pulls) == 1 and pulls[0].head == branch_for(1)
     assert pulls[0].requested_reviewers == [MAINTAINER], "every PR step ran"
@@ -161,8 +166,8 @@ def push_review_change(world: World, meanwhile: Callable[[], None]) -> Pushed:
 
 def test_a_failed_push_on_an_unmoved_branch_is_retried_not_replayed(world: World) -> None:
     pushed = push_review_change(world, lambda: world.fake.fail_next(
-        "POST", RECEIVE_PACK, 500))
-    assert world.pushes() == [200, 500, 200]  # the first publish, the review's, its retry
+        "PATCH", MOVE_REF, 500))
+    assert world.pushes() == [201, 500, 200]  # the first publish, the review's, its retry
     assert pushed.replayed_on is None and pushed.judgement is None
     assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
 
@@ -171,19 +176,19 @@ def test_a_push_whose_answer_was_lost_is_not_pushed_again(world: World) -> None:
     """GitHub took the push but the connection dropped before its answer: the branch
     already is the commit, so it is not replayed (`no_replay` would raise)."""
     pushed = push_review_change(world, lambda: world.fake.drop_next(
-        "POST", RECEIVE_PACK, after_processing=True))
+        "PATCH", MOVE_REF, after_processing=True))
     assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
     assert pushed.replayed_on is None
-    # (curl itself may send the dropped POST once more; GitHub refuses it: stale ref.)
     assert "dropped" in [r.kind for r in world.fake.requests]
+    assert world.pushes() == [201, 0], "the lost write was looked up, not sent again"
 
 
 def test_a_cancel_during_a_push_that_landed_unanswered_still_finishes_the_pr(
         world: World) -> None:
     """The push took effect but its answer was lost, and the cancel came meanwhile: the
     branch is pushed, so the PR steps finish rather than leave it without a PR."""
-    world.fake.on_next("POST", RECEIVE_PACK, world.cancel)
-    world.fake.drop_next("POST", RECEIVE_PACK, after_processing=True)
+    world.fake.on_next("POST", CREATE_REF, world.cancel)
+    world.fake.drop_next("POST", CREATE_REF, after_processing=True)
     assert world.publish() == "pr_opened"
     pulls = world.fake.pulls(OWNER, REPO)
     assert len(pulls) == 1 and pulls[0].requested_reviewers == [MAINTAINER]
