@@ -497,3 +497,18 @@ def test_a_malformed_check_delivery_is_a_payload_error() -> None:
     broken_run["check_run"]["id"] = "x"
     with pytest.raises(PayloadError):
         do_route("check_run", broken_run)
+
+
+def test_the_senders_account_id_goes_with_the_trigger_for_its_co_author_trailer() -> None:
+    """The commit credits whoever asked (`Co-authored-by: login <id+login@…>`): the id is
+    the webhook's own, for a label, a command and a review alike (the reviewer's)."""
+    alice = {"login": "alice", "id": 1234, "type": "User"}
+    label = do_route("issues", labeled(sender=alice))
+    retry = do_route("issue_comment", commented("/frognano retry", sender=alice))
+    payload = reviewed()
+    payload["review"]["user"] = payload["sender"] = alice
+    review = do_route("pull_request_review", payload)
+    for decision in (label, retry, review):
+        assert isinstance(decision, Trigger) and decision.actor_id == 1234, decision
+    assert isinstance(plain := do_route("issues", labeled()), Trigger)
+    assert plain.actor_id is None  # no id, no trailer
