@@ -158,7 +158,7 @@ async def run_page(dashboard: Viewer, run_id: int) -> Response:
                    if record.get("kind") == "result"), None)
     steps = model_steps(events) if _failed(run, result) else None
     return _page(dashboard, "run.html", run=run, events=events, result=result,
-                 read_first=read_first(events), steps=steps,
+                 read_first=read_first(events), services=services(events), steps=steps,
                  next_seq=events[-1][0] if events else 0)
 
 
@@ -250,6 +250,17 @@ def read_first(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]
         if isinstance(verdict, dict):
             flags = verdict.get("read_first") or []
             return [f for f in flags if isinstance(f, dict)]
+    return []
+
+
+def services(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The run's test services (solver/service_report.py): the result's (what ran, or
+    what was asked when they did not start), or while the run goes on, what the agent's
+    sandbox started."""
+    for _, record in reversed(events):
+        if record.get("kind") in ("result", "run") and "services" in record:
+            listed = record.get("services") or []
+            return [s for s in listed if isinstance(s, dict) and s.get("label")]
     return []
 
 

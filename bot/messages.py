@@ -22,6 +22,7 @@ from bot.markdown import (
 )
 from solver import old_names
 from solver.report import CandidatesReport
+from solver.service_report import ServiceLine, services_text
 
 if TYPE_CHECKING:  # the receiver never imports the solver's run path
     from solver.run import Decision
@@ -264,6 +265,8 @@ class RunReport:
     preexisting: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    # The test services (`services:`) as they ran, or as asked when they did not start.
+    services: list[ServiceLine] = field(default_factory=list)
     ci_rounds: list[CiRoundLine] = field(default_factory=list)  # CI repairs (issue 23 §2)
 
 
@@ -338,6 +341,7 @@ def _verdict_section(report: RunReport) -> list[str]:
     return [
         "## Tests",
         f"Command: {code_span(report.test_command)}",
+        *[f"- {line}" for line in services_lines(report.services)],
         f"- before: {report.baseline_summary}",
         f"- after: {report.final_summary} (the repository's own tests, as they are on the "
         "base branch)",
@@ -447,7 +451,20 @@ EXIT_REASON_WORDS = {
     "baseline_unusable": "the tests could not run on the base branch, so a fix had nothing "
                          "to be compared with",
     "tests_passed": "the repository's tests pass, but the change was not published",
+    "services_failed": "a test service the repository asks for (`services:`) did not start, "
+                       "so the model never started",
 }
+
+
+def services_lines(services: list[ServiceLine]) -> list[str]:
+    """The run's test services: those that ran (fresh in every test run's sandbox), or
+    those asked for that did not start."""
+    if not services:
+        return []
+    if all(s.started for s in services):
+        return [f"services: {escape_text(services_text(services))} (fresh in every test "
+                "run's sandbox)"]
+    return [f"services asked for, not started: {escape_text(services_text(services))}"]
 
 
 def exit_reason_words(reason: str) -> str:
@@ -472,6 +489,7 @@ def _failure_facts(report: RunReport, max_tests: int = 10) -> list[str]:
     return [changed,
             f"- Tests ({code_span(report.test_command)}): before {report.baseline_summary}; "
             f"after {report.final_summary}.",
+            *[f"- {line[0].upper()}{line[1:]}." for line in services_lines(report.services)],
             *still]
 
 

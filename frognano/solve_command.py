@@ -39,6 +39,7 @@ from solver.policy import setup_inputs_note
 from solver.repo_config import CONFIG_PATH, MAX_CANDIDATES, RepoConfigError
 from solver.report import CandidatesReport
 from solver.run import BestOfN, NoTestCommand, RunOutcome, RunRequest, Workspace, run
+from solver.service_report import services_text
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from workers.run_recording import RunRecorder
 
@@ -323,6 +324,10 @@ def _report(result: SolveResult, console: Console) -> None:
                   f"{result.steps} steps, {result.rounds} round(s), "
                   f"{result.seconds:.1f}s, {result.usage.completion_tokens} tokens generated",
                   highlight=False)
+    if result.services:
+        started = all(service.started for service in result.services)
+        console.print(f"{'services' if started else 'services asked for, not started'}: "
+                      f"{shown(services_text(result.services))}", highlight=False)
     if result.baseline:
         console.print(f"tests before: {shown(result.baseline.summary())}", highlight=False)
     if result.final:

@@ -275,6 +275,8 @@ class RunnerBackedSandbox:
         self.config = config
         self._runner: RunnerProcess | None = None
         self._lock = threading.Lock()
+        # The services its last runner started (config.services, resolved on this host).
+        self.started_services: tuple[services.ServiceBinaries, ...] = ()
 
     # Backends provide these two.
     def _spawn(self, *, network: bool) -> RunnerProcess:
@@ -339,6 +341,7 @@ class RunnerBackedSandbox:
             runner.kill()
             raise services.failure(result.stdout, result.stderr, result.exit_code,
                                    result.timed_out)
+        self.started_services = binaries  # what runs, for the model's task and the record
 
     def _ensure(self) -> RunnerProcess:
         if self._runner is not None and not self._runner.alive():

@@ -69,7 +69,12 @@ class ServiceBinaries:
 
     spec: ServiceSpec
     programs: dict[str, str]  # program name -> absolute path
-    version: str  # what doctor and the run record say
+    version: str  # the release that runs (`postgres --version`: 15.18), for the run record
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The variables that say where it listens (`service_env`), for the model's task."""
+        return tuple(service_env((self.spec,), ServicePorts()))
 
 
 def postgres_versions(root: str = POSTGRES_ROOT) -> dict[int, Path]:
@@ -98,7 +103,19 @@ def _resolve_postgres(spec: ServiceSpec, root: str) -> ServiceBinaries:
             f"`postgresql-{major}`")
     bin_dir = versions[major]
     programs = {p: str(bin_dir / p) for p in ("initdb", "postgres", "pg_isready", "createdb")}
-    return ServiceBinaries(spec, programs, str(major))
+    return ServiceBinaries(spec, programs, _postgres_release(programs["postgres"], major))
+
+
+def _postgres_release(server: str, major: int) -> str:
+    """"postgres (PostgreSQL) 15.18 (Debian …)" -> "15.18"; the major when it says no more."""
+    try:
+        words = subprocess.run([server, "--version"], capture_output=True, text=True,
+                               timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return str(major)
+    release = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "(PostgreSQL)"),
+                   "")
+    return release if release.split(".")[0] == str(major) else str(major)
 
 
 def _resolve_redis(spec: ServiceSpec, path: str) -> ServiceBinaries:

@@ -29,6 +29,7 @@ from typing import Literal
 
 from sandbox import SandboxConfig, open_sandbox
 from sandbox.services import ServiceFailed, ServiceSpec, ServiceUnavailable
+from solver import service_report
 from solver.agent.harness import Harness, RunPlan
 from solver.agent.result import SolveResult
 from solver.agent.run_events import Event, EventOutput, Outputs, RunFinished
@@ -148,17 +149,19 @@ def execute(plan: RunPlan, model: ModelClient, host: HostRepo, sandbox_backend: 
         sandbox.__enter__()  # the agent's runner, and with it the services, start here
     except (ServiceUnavailable, ServiceFailed) as exc:
         sandbox.__exit__(None, None, None)
-        return _services_failed(plan, str(exc), time.monotonic() - started, events)
+        return _services_failed(plan, str(exc), time.monotonic() - started, events,
+                                services)
     with sandbox:
         return Harness(model, sandbox, host, events, should_stop=should_stop).run(plan)
 
 
-def _services_failed(plan: RunPlan, error: str, seconds: float,
-                     events: EventOutput) -> SolveResult:
+def _services_failed(plan: RunPlan, error: str, seconds: float, events: EventOutput,
+                     specs: tuple[ServiceSpec, ...]) -> SolveResult:
     result = SolveResult(exit_reason="services_failed", tests_passed=False, diff="",
                          test_command=plan.test_command, baseline=None, final=None,
                          rounds=0, steps=0, usage=Usage(), seconds=seconds, error=error,
-                         setup_command=plan.setup_command, setup_note=plan.setup_note)
+                         setup_command=plan.setup_command, setup_note=plan.setup_note,
+                         services=service_report.asked(specs))
     events.emit(RunFinished(result=result))
     return result
 

@@ -298,6 +298,7 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
         preexisting=list(verdict.preexisting) if verdict else [],
         flaky=list(verdict.flaky) if verdict else [],
         evidence=list(verdict.evidence) if verdict else [],
+        services=result.services,
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from sandbox.base import Sandbox, SandboxError
 from sandbox.disk_quota import tree_bytes
 from sandbox.egress import describe_refusals
+from solver import service_report
 from solver.agent.loop import LoopState, run_agent
 from solver.agent.prompts import (
     SYSTEM_PROMPT,
@@ -139,7 +140,9 @@ class Harness:
         self.plan, limits = plan, plan.limits
         self.started = time.monotonic()
         self.deadline = self.started + limits.max_seconds
-        task = task_message(plan.issue, plan.test_command, plan.guidance)
+        # What the agent's sandbox started (its runner is up: solver/run.execute entered it).
+        self.services = service_report.started(getattr(self.sandbox, "started_services", ()))
+        task = task_message(plan.issue, plan.test_command, plan.guidance, self.services)
         self.state = LoopState(messages=[{"role": "system", "content": SYSTEM_PROMPT},
                                          {"role": "user", "content": task}])
         self.runner = VerdictRunner(self.sandbox, self.repo, plan.test_command, self.scratch,
@@ -151,7 +154,8 @@ class Harness:
             setup_command=plan.setup_command, setup_note=plan.setup_note,
             limits=limits.model_dump(),
             sampling=getattr(getattr(self.model, "sampling", None), "__dict__", None),
-            seed=getattr(self.model, "seed", None), task=task))
+            seed=getattr(self.model, "seed", None), task=task,
+            services=tuple(self.services)))
 
         setup_failure = self._setup()
         if setup_failure:
@@ -312,6 +316,6 @@ class Harness:
             snapshot=snapshot, verdict=verdict,
             with_model_tests=judged.with_model_tests if judged else None,
             setup_command=self.plan.setup_command, setup_note=self.plan.setup_note,
-            summary=state.last_answer)
+            summary=state.last_answer, services=self.services)
         self.events.emit(RunFinished(result=result))
         return result

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+from solver.service_report import ServiceLine
 from solver.verdict.outside_pytest import disagreeing_tests
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import BAD, RAN, Verdict
@@ -26,17 +27,35 @@ SYSTEM_PROMPT = "\n".join(
 FEEDBACK_OUTPUT_CHARS = 12_000
 
 
-def task_message(issue: str, test_command: str | None, guidance: str = "") -> str:
-    """The first user message: the issue, and how the harness will judge the fix."""
+def task_message(issue: str, test_command: str | None, guidance: str = "",
+                 services: Sequence[ServiceLine] = ()) -> str:
+    """The first user message: the issue, the test services when the repository asks for
+    some (one factual line: which, and the variables that say where), and how the harness
+    will judge the fix."""
     parts = [issue.strip()]
     if guidance.strip():
         parts.append("Additional guidance from the maintainer:\n" + guidance.strip())
+    if services:
+        parts.append(services_sentence(services))
     if test_command:
         parts.append(
             f"The repository's tests are run with `{test_command}`; "
             "they must pass when you are done."
         )
     return "\n\n".join(parts)
+
+
+def services_sentence(services: Sequence[ServiceLine]) -> str:
+    """E.g. "Services running in the sandbox: PostgreSQL 15.18 with database `app`
+    (`DATABASE_URL`, …); Redis 7.0.15 (`REDIS_URL`). …"."""
+    described = []
+    for service in services:
+        name = ServiceLine(service.name, service.version).label()
+        database = f" with database `{service.database}`" if service.database else ""
+        variables = ", ".join(f"`{v}`" for v in service.variables)
+        described.append(f"{name}{database}" + (f" ({variables})" if variables else ""))
+    return ("Services running in the sandbox: " + "; ".join(described) + ". The harness's "
+            "test runs start them fresh and empty.")
 
 
 class LineComment(Protocol):

@@ -7,6 +7,7 @@ from typing import Any
 
 from solver.hostgit import Snapshot
 from solver.models.base import Usage
+from solver.service_report import ServiceLine
 from solver.verdict.repo_tests import TestChange, TestVerdict
 from solver.verdict.verdict import Verdict
 
@@ -35,6 +36,8 @@ class SolveResult:
     setup_command: str | None = None
     setup_note: str = ""  # how the setup command was chosen, when it was inferred
     summary: str = ""  # the model's last non-empty answer, for the PR body
+    # The test services the run used (what started, or, when they did not, what was asked).
+    services: list[ServiceLine] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:
         return {

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol
 from sandbox.base import ExecResult
 from solver.agent.result import SolveResult
 from solver.models.base import ToolCall, Turn
+from solver.service_report import ServiceLine
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import Verdict
 
@@ -87,12 +88,13 @@ class RunStarted(Event):
     sampling: dict[str, Any] | None
     seed: int | None
     task: str
+    services: tuple[ServiceLine, ...] = ()  # the test services its sandbox started
 
     def fields(self) -> dict[str, Any]:
         return {"model": self.model, "test_command": self.test_command,
                 "setup_command": self.setup_command, "setup_note": self.setup_note,
                 "limits": self.limits, "sampling": self.sampling, "seed": self.seed,
-                "task": self.task}
+                "task": self.task, "services": [s.to_dict() for s in self.services]}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,7 +179,8 @@ class RunFinished(Event):
                 "verdict": r.verdict.to_dict() if r.verdict else None,
                 "changes": [c.__dict__ for c in r.changes], "suspicious": r.suspicious,
                 "test_files_changed": r.test_files_changed, "diff": r.diff,
-                "totals": r.totals(), "error": r.error}
+                "totals": r.totals(), "error": r.error,
+                "services": [s.to_dict() for s in r.services]}
 
 
 @dataclass(frozen=True, kw_only=True)

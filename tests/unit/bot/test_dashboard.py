@@ -23,6 +23,7 @@ from bot.dashboard import compare_tests
 from bot.settings import BotSettings
 from bot.triggers import Trigger
 from runstore.store import RunStore, upgrade_database
+from solver.agent.result import SolveResult
 from solver.agent.run_events import (
     BaselineDone,
     Feedback,
@@ -34,6 +35,7 @@ from solver.agent.run_events import (
 )
 from solver.agent.transcript import Transcript
 from solver.models.base import Usage
+from solver.service_report import ServiceLine
 from solver.verdict.change_flags import ChangeFlag
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import Verdict
@@ -635,3 +637,68 @@ def test_failed_run_and_run_list_in_chromium(served: str, browser: Any, store: R
     keep_screenshot(page, tmp_path / "home.png", min_bytes=3_000)
     assert errors == [], errors
 
+
+# --- the test services a run used (issue 23 §1) -------------------------------------------
+
+SERVICES = [ServiceLine("postgresql", "15.18", "shuttle", ("DATABASE_URL", "PGHOST")),
+            ServiceLine("redis", "7.0.15", "", ("REDIS_URL",))]
+
+
+def record_services_run(store: RunStore, tmp_path: Path, *, finish: bool = True,
+                        failed: bool = False) -> int:
+    """A run of the shuttle app with PostgreSQL and Redis: going on (only its start is
+    recorded), finished, or ended before the agent because a service did not start."""
+    recorder = RunRecorder.start(store, repo="octo/shuttle", issue=3 + failed + 2 * finish,
+                                 trigger="label", run_number=1)
+    with Transcript(tmp_path / f"services-{failed}-{finish}.jsonl") as transcript:
+        events = Outputs(transcript, recorder)
+        if failed:
+            events.emit(RunFinished(result=SolveResult(
+                exit_reason="services_failed", tests_passed=False, diff="",
+                test_command="pytest -q", baseline=None, final=None, rounds=0, steps=0,
+                usage=Usage(), seconds=3.0, error="service `postgresql` version 16 is not "
+                "available on this worker (installed: 15)",
+                services=[ServiceLine("postgresql", "16", "shuttle", started=False),
+                          ServiceLine("redis", "", started=False)])))
+        else:
+            events.emit(dataclasses.replace(started(), services=tuple(SERVICES)))
+        if finish and not failed:
+            done = finished(_tests(False, "failed"), _tests(True, "passed"), diff=DIFF)
+            done.result.services = list(SERVICES)
+            events.emit(done)
+    if finish:
+        recorder.finish("failed" if failed else "passed")
+    assert recorder.run_id is not None
+    return recorder.run_id
+
+
+def test_run_page_names_the_services_while_running_and_after(client: TestClient,
+                                                             store: RunStore,
+                                                             tmp_path: Path) -> None:
+    going = record_services_run(store, tmp_path, finish=False)
+    failed = record_services_run(store, tmp_path, failed=True)
+    client.get(f"/runs?token={TOKEN}")
+    for run_id in (going, record_services_run(store, tmp_path)):
+        page = client.get(f"/runs/{run_id}").text
+        assert re.search(r"<dt>Services</dt><dd id=\"services\">.*PostgreSQL 15\.18 \(database "
+                         r"shuttle\)</span>, <span[^>]*>Redis 7\.0\.15</span> .*fresh in every "
+                         r"test run's sandbox", page), page[:3000]
+    page = client.get(f"/runs/{failed}").text
+    services = page.split('id="services">')[1].split("</dd>")[0]
+    assert "PostgreSQL 16 (database shuttle)" in services and "Redis" in services
+    assert "(asked for; did not start)" in services
+    plain = record_finished_run(store, tmp_path)  # a run without services: no line
+    assert "<dt>Services</dt>" not in client.get(f"/runs/{plain}").text
+
+
+@BROWSER_BACKEND
+def test_services_on_the_run_page_in_chromium(served: str, browser: Any, store: RunStore,
+                                              tmp_path: Path) -> None:
+    run_id = record_services_run(store, tmp_path)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{served}/runs/{run_id}?token={TOKEN}")
+    services = page.locator("#services")
+    assert services.inner_text() == ("PostgreSQL 15.18 (database shuttle), Redis 7.0.15 "
+                                     "(fresh in every test run's sandbox)")
+    assert services.bounding_box()["y"] < 900, "in the summary, in the first screenful"
+    keep_screenshot(page.locator("#summary"), tmp_path / "run-services.png")

@@ -19,6 +19,7 @@ from bot.messages import (
     status_running,
 )
 from solver.agent.loop import ExitReason
+from solver.service_report import ServiceLine
 
 
 def report(**overrides: object) -> RunReport:
@@ -127,11 +128,38 @@ def test_every_exit_reason_has_words() -> None:
                                            "baseline_unusable", "tests_passed"}
     assert reasons <= set(EXIT_REASON_WORDS), reasons - set(EXIT_REASON_WORDS)
     assert "(`gone`)" in failure_comment(report(exit_reason="gone")), "an unknown one: named"
-
     old = failure_comment(report(exit_reason="max_attempts")).splitlines()[0]
     assert "its last round" in old and "(`max_rounds`)" in old, "a record of before: today's"
+
 
 def test_status_texts_carry_the_marker() -> None:
     assert status_queued(3, 2).startswith(STATUS_MARKER)
     assert "position 3" in status_queued(3, 2) and "Run 2" in status_queued(3, 2)
     assert "step 4 of 100" in status_running(4, 100, 1)
+
+
+PG_AND_REDIS = [ServiceLine("postgresql", "15.18", "app", ("DATABASE_URL", "PGHOST")),
+                ServiceLine("redis", "7.0.15", "", ("REDIS_URL",))]
+
+
+def test_pr_body_names_the_services_as_they_ran() -> None:
+    """Issue 23 §1: the release each service ran, in the Tests part; none without them."""
+    body = pr_body(report(services=PG_AND_REDIS))
+    tests = body.split("## Tests")[1].split("## Reproduce")[0]
+    assert "- services: PostgreSQL 15.18 (database app), Redis 7.0.15 (fresh in every " \
+           "test run's sandbox)\n- before: " in tests, tests
+    assert "services:" not in pr_body(report())
+
+
+def test_failure_comment_names_the_services_that_did_not_start() -> None:
+    comment = failure_comment(report(
+        exit_reason="services_failed", final_summary="not run", baseline_summary="not run",
+        services=[ServiceLine("postgresql", "16", "app", started=False),
+                  ServiceLine("redis", "", started=False)]))
+    assert comment.startswith("🐸 **FrogNano** did not open a pull request: a test service "
+                              "the repository asks for (`services:`) did not start"), comment
+    assert "- Services asked for, not started: PostgreSQL 16 (database app), Redis.\n" \
+        in comment, comment
+    ran = failure_comment(report(exit_reason="agent", services=PG_AND_REDIS))
+    assert "- Services: PostgreSQL 15.18 (database app), Redis 7.0.15 (fresh in every test " \
+           "run's sandbox).\n" in ran, ran

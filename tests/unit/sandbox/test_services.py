@@ -169,3 +169,20 @@ def test_setup_has_an_instance_of_its_own(root: Path) -> None:
         setup = sandbox.exec(TOUCH, network=True)
         assert setup.ok and "rows=1 hits=1" in setup.stdout, setup.stdout + setup.stderr
         assert "rows=1 hits=1" in sandbox.run_tool("Bash", {"command": TOUCH})
+
+
+def test_the_sandbox_says_which_releases_it_started(root: Path) -> None:
+    """What the run record, the PR body and the model's task name (issue 23 §1): the
+    releases the servers in the sandbox report themselves."""
+    with _sandbox(root) as sandbox:
+        started = {found.spec.name: found for found in sandbox.started_services}
+        asked = sandbox.exec("psql -tA -c 'SHOW server_version' && redis-cli -u "
+                             "\"$REDIS_URL\" INFO server | grep '^redis_version:'")
+    assert asked.ok, asked.stderr
+    server_version, redis_version = asked.stdout.split()[0], asked.stdout.split()[-1]
+    assert started["postgresql"].version == server_version, asked.stdout
+    assert re.fullmatch(r"\d+\.\d+", server_version)
+    assert redis_version == f"redis_version:{started['redis'].version}", asked.stdout
+    assert started["postgresql"].variables == ("DATABASE_URL", "PGHOST", "PGPORT", "PGUSER",
+                                               "PGPASSWORD", "PGDATABASE")
+    assert started["redis"].variables == ("REDIS_URL",)
