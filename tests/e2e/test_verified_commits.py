@@ -52,12 +52,16 @@ def finished_run(stack: Stack, repo: str) -> Any:
 
 
 def github_commit(stack: Stack, sha: str) -> dict[str, Any]:
-    """GET git/commits/{sha}, as anyone reading the commit on GitHub would."""
+    """GET git/commits/{sha}, as anyone reading the commit on GitHub would; GET
+    commits/{sha} (the commit page's API) says the same about its signature."""
     token = stack.fake.mint_token(stack.fake.installation_id).token
-    answer = httpx.get(f"{stack.fake.api_url}/repos/{OWNER}/{REPO}/git/commits/{sha}",
-                       headers={"Authorization": f"token {token}",
-                                "X-GitHub-Api-Version": "2022-11-28"})
+    headers = {"Authorization": f"token {token}", "X-GitHub-Api-Version": "2022-11-28"}
+    api = f"{stack.fake.api_url}/repos/{OWNER}/{REPO}"
+    answer = httpx.get(f"{api}/git/commits/{sha}", headers=headers)
     assert answer.status_code == 200, answer.text
+    page = httpx.get(f"{api}/commits/{sha}", headers=headers)
+    assert page.status_code == 200, page.text
+    assert page.json()["commit"]["verification"] == answer.json()["verification"]
     return dict(answer.json())
 
 

@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from tests.support.fake_github import objects
+from tests.support.fake_github.git_data import verification_json
 
 if TYPE_CHECKING:
     from tests.support.fake_github.server import FakeGitHub, Repo
@@ -131,7 +132,9 @@ def commit_json(fake: FakeGitHub, repo: Repo, sha: str) -> dict[str, Any] | None
                    "author": {"name": an, "email": ae, "date": ad},
                    "committer": {"name": cn, "email": ce, "date": cd},
                    "message": "\n".join(message).strip(), "comment_count": 0,
-                   "tree": {"sha": tree, "url": f"{api}/git/trees/{tree}"}},
+                   "tree": {"sha": tree, "url": f"{api}/git/trees/{tree}"},
+                   # GitHub's signature on what it made for the App (git_data.py).
+                   "verification": verification_json(repo, full_sha, tree, cd)},
         # No GitHub account linked: GitHub's "empty object" (openapi-core rejects a null).
         "author": {}, "committer": {},
         "parents": [{"sha": p, "url": f"{api}/commits/{p}",

@@ -17,12 +17,13 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from tests.support.fake_github.server import FakeGitHub, Repo
+if TYPE_CHECKING:  # server.py imports the fake's route modules
+    from tests.support.fake_github.server import FakeGitHub, Repo
 
 VERIFIED_FILE = "fake-verified-commits"
 RULE_FILE = "fake-require-signed-commits"
@@ -309,7 +310,6 @@ def commit_json(api: str, repo: Repo, sha: str) -> dict[str, Any]:
     fields = git(repo, "show", "-s", "--format=%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00"
                  "%T%x00%P%x00%B", sha).decode(errors="replace").split("\0", 8)
     an, ae, ad, cn, ce, cd, tree, parents, message = fields
-    verified = sha in verified_commits(repo)
     return {
         "sha": sha, "node_id": base64.b64encode(f"Commit:{sha}".encode()).decode(),
         "url": f"{base}/git/commits/{sha}", "html_url": f"{api}/{repo.owner}/{repo.name}"
@@ -320,12 +320,18 @@ def commit_json(api: str, repo: Repo, sha: str) -> dict[str, Any]:
         "parents": [{"sha": p, "url": f"{base}/git/commits/{p}",
                      "html_url": f"{api}/{repo.owner}/{repo.name}/commit/{p}"}
                     for p in parents.split()],
-        "verification": {"verified": verified, "reason": "valid" if verified else "unsigned",
-                         "signature": "-----BEGIN PGP SIGNATURE-----\n(fake)\n-----END PGP "
-                         "SIGNATURE-----" if verified else None,
-                         "payload": f"tree {tree}\n" if verified else None,
-                         "verified_at": _utc(cd) if verified else None},
+        "verification": verification_json(repo, sha, tree, cd),
     }
+
+
+def verification_json(repo: Repo, sha: str, tree: str, when: str) -> dict[str, Any]:
+    """A commit's `verification`: GitHub's signature on the commits it made for the App
+    (GET git/commits/{sha}, GET commits/{ref})."""
+    verified = sha in verified_commits(repo)
+    return {"verified": verified, "reason": "valid" if verified else "unsigned",
+            "signature": "-----BEGIN PGP SIGNATURE-----\n(fake)\n-----END PGP SIGNATURE-----"
+            if verified else None, "payload": f"tree {tree}\n" if verified else None,
+            "verified_at": _utc(when) if verified else None}
 
 
 def _utc(stamp: str) -> str:
