@@ -20,7 +20,7 @@ from bot.triggers import Trigger
 from solver.hostgit import HostRepo
 from solver.policy import branch_for
 from solver.verdict.verdict_run import Judgement
-from tests.conftest import make_repo
+from tests.conftest import git, make_repo
 from tests.support.fake_github.server import FakeGitHub
 from tests.support.redis_server import start_redis
 from workers.accept import accept_trigger
@@ -194,3 +194,17 @@ def test_a_cancel_during_a_push_that_landed_unanswered_still_finishes_the_pr(
     assert len(pulls) == 1 and pulls[0].requested_reviewers == [MAINTAINER]
     assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is not None
     assert "arrived after GitHub had accepted the push" in world.status()
+
+
+def test_the_host_knows_the_commit_github_made_and_it_is_verified(world: World) -> None:
+    """No git push: GitHub made the commit (signed), and the run's git directory fetched
+    it, so its branch is GitHub's commit, whose tree is the snapshot's."""
+    snapshot = world.host.snapshot()
+    assert world.publish() == "pr_opened"
+    head = world.fake.branch_sha(OWNER, REPO, branch_for(1))
+    assert head is not None
+    assert git(world.host.git_dir, "rev-parse", f"refs/heads/{branch_for(1)}").strip() == head
+    assert git(world.host.git_dir, "rev-parse", f"{head}^{{tree}}").strip() == snapshot.tree
+    bare = world.fake.repo(OWNER, REPO).bare_path
+    assert head in (bare / "fake-verified-commits").read_text().split()
+    assert world.pushes() == [201]
