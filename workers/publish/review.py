@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bot.github_api import GitHubApi, NotFastForward, RepoRef, ServerError
+from bot.github_api import GitHubApi, NotFastForward, NotFound, RepoRef, ServerError
 from bot.messages import (
     RunReport,
     pr_body,
@@ -222,6 +222,9 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
             check_current(current, branch)
             try:
                 github.move_branch(repo, branch, state.remote, force=False)
+                return state.pushed()
+            except NotFound:  # the branch was deleted meanwhile: made again, as a push did
+                github.create_branch(repo, branch, state.remote)
                 return state.pushed()
             except (NotFastForward, ServerError) as exc:
                 failure: Exception = exc

@@ -208,3 +208,21 @@ def test_the_host_knows_the_commit_github_made_and_it_is_verified(world: World) 
     bare = world.fake.repo(OWNER, REPO).bare_path
     assert head in (bare / "fake-verified-commits").read_text().split()
     assert world.pushes() == [201]
+
+
+def test_a_review_change_on_a_deleted_branch_makes_it_again(world: World) -> None:
+    """A person deleted the PR branch during the review run: the ref update finds no
+    branch (422 "Reference does not exist"), and the change is pushed as a new one, as a
+    git push would have made it."""
+    bare = world.fake.repo(OWNER, REPO).bare_path
+    first: list[str] = []
+
+    def delete() -> None:
+        first.append(world.fake.branch_sha(OWNER, REPO, branch_for(1)) or "")
+        git(bare, "update-ref", "-d", f"refs/heads/{branch_for(1)}")
+
+    pushed = push_review_change(world, lambda: world.fake.on_next("PATCH", MOVE_REF,
+                                                                  delete))
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
+    assert git(bare, "rev-parse", f"{pushed.commit}^").strip() == first[0]
+    assert world.pushes() == [201, 422, 201]
