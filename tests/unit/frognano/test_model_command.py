@@ -12,6 +12,7 @@ import hashlib
 import http.server
 import io
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -164,7 +165,8 @@ def test_model_path_with_no_model_fails_in_a_shell_substitution(tmp_path: Path) 
     clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env = {**clean, "PYTHONPATH": str(REPO_ROOT), "HF_HOME": str(tmp_path / "empty"),
            "HF_HUB_OFFLINE": "1"}
-    command = "python3 -m frognano.model_command model path"
+    # This interpreter, not the first python3 on PATH (a pyenv shim may lack the deps).
+    command = f"{shlex.quote(sys.executable)} -m frognano.model_command model path"
 
     def shell(script: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, capture_output=True,
