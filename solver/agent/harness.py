@@ -235,7 +235,7 @@ class Harness:
             stop = self._stop_reason(exit_reason, judged.verdict, rounds)
             if stop:
                 return self._finish(stop, baseline, rounds)
-            # The rules and the failing tests' ids, never which check refused: the full
+            # The rules and the failing tests' ids, never which check did not accept: the full
             # reasons are in the TestsJudged record, for people.
             feedback = verdict_feedback_message(
                 self.plan.test_command, judged.verdict, baseline, judged.final,

@@ -185,7 +185,7 @@ def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
                       final: TestVerdict) -> list[str]:
     """The original tests the verdict counts as not passing, by id: failing, gone, now
     skipped, passing only where the harness does not count it, or, when the verdict
-    refused a run in which every test reads as passing, those that failed before."""
+    did not accept a run in which every test reads as passing, those that failed before."""
     failing = {test for test, before in baseline.tests.items()
                if final.tests.get(test) in (None, *BAD)
                or (before in RAN and final.tests.get(test) in ("skipped", "xfailed"))}
@@ -194,7 +194,7 @@ def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
     excused = {*verdict.preexisting, *verdict.flaky}  # not held against the change
     failing -= excused
     if not failing and not verdict.accepted:
-        # Refused though each test reads as passing: none of those that failed before
+        # Not accepted though each test reads as passing: none of those that failed before
         # counts as fixed.
         failing = {test for test, before in baseline.tests.items()
                    if before in BAD and test not in excused}
