@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     Float,
@@ -210,19 +210,15 @@ def _migration_lock(url: str) -> Iterator[None]:
 
 def upgrade_database(engine: Engine, revision: str = "head") -> None:
     """Apply the packaged migrations; no alembic.ini needed."""
-    from alembic import command
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with _migration_lock(str(engine.url)), engine.connect() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-        connection.commit()
+    _migrate(engine, "upgrade", revision)
 
 
 def downgrade_database(engine: Engine, revision: str) -> None:
     """Undo the packaged migrations down to `revision`, for going back to an older release."""
+    _migrate(engine, "downgrade", revision)
+
+
+def _migrate(engine: Engine, direction: Literal["upgrade", "downgrade"], revision: str) -> None:
     from alembic import command
     from alembic.config import Config
 
@@ -230,7 +226,7 @@ def downgrade_database(engine: Engine, revision: str) -> None:
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with _migration_lock(str(engine.url)), engine.connect() as connection:
         config.attributes["connection"] = connection
-        command.downgrade(config, revision)
+        getattr(command, direction)(config, revision)
         connection.commit()
 
 
