@@ -201,6 +201,16 @@ class CommitInfo:
     committer_email: str
 
 
+@dataclass(frozen=True)
+class ReviewInfo:
+    """A submitted review of a PR: who, on which commit, approved / changes_requested /
+    commented (GitHub's upper-case state, lower-cased)."""
+
+    author: str
+    commit_id: str
+    state: str
+
+
 class GitHubApi(Protocol):
     """What the pipeline and the receiver may ask of GitHub, for one App."""
 
@@ -275,6 +285,10 @@ class GitHubApi(Protocol):
 
     def commit(self, repo: RepoRef, ref: str) -> CommitInfo:
         """Who wrote and committed `ref` (contents: read)."""
+        ...
+
+    def reviews(self, repo: RepoRef, number: int) -> list[ReviewInfo]:
+        """The reviews submitted on PR `number` (pull requests: read)."""
         ...
 
     def bot_login(self) -> str:

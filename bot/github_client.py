@@ -58,6 +58,7 @@ from bot.github_api import (
     RateLimited,
     RepoRef,
     ReviewCommentInfo,
+    ReviewInfo,
     ServerError,
     ValidationFailed,
     error_for,
@@ -464,6 +465,17 @@ class GitHubAppClient:
                     return _stream_tail(download.iter_bytes(), max_bytes)
         except httpx.HTTPError as exc:
             raise ServerError(f"{what}: {type(exc).__name__}") from None
+
+    def reviews(self, repo: RepoRef, number: int) -> list[ReviewInfo]:
+        def fetch_all(gh: GitHub[Any]) -> list[ReviewInfo]:
+            pages: Iterator[Any] = gh.rest.paginate(
+                _rest(gh).pulls.list_reviews, owner=repo.owner, repo=repo.name,
+                pull_number=number, per_page=100)
+            return [ReviewInfo(author=r.user.login if r.user else "",
+                               commit_id=r.commit_id or "", state=str(r.state).lower())
+                    for r in pages]
+
+        return self._must(repo, f"GET reviews of {repo.full_name}#{number}", fetch_all)
 
     def commit(self, repo: RepoRef, ref: str) -> CommitInfo:
         data: Any = self._must(repo, f"GET commit {repo.full_name}@{ref[:12]}",

@@ -8,6 +8,7 @@ started a run (label, retry, review), else the bot says so once and labels the P
 `needs-human`. Then a run of kind "ci" is queued like a review's: from the PR head,
 with the failing checks' names and log tails as guidance (start_round), the same
 verdict, one commit on top (workers/publish/review.py), a reply that says what changed.
+A person's review of the current head or of a head a round ran on stops the loop too.
 A head whose repository tests all pass in the sandbox cannot be reproduced: the run
 stops after the baseline, says so and labels the PR.
 
@@ -101,6 +102,11 @@ class CiRounds:
             self.redis.rpush(self.key, json.dumps({"reset": True}))
             self.redis.expire(self.key, ROUNDS_TTL)
 
+    def heads(self) -> list[str]:
+        """The heads of the rounds since the last reset."""
+        entries = self._entries()
+        return [str(e["head"]) for e in entries[len(entries) - self.count():]]
+
     def lines(self) -> list[CiRoundLine]:
         entries, lines = self._entries(), []
         for index, entry in enumerate(entries):
@@ -172,8 +178,14 @@ def _not_for_us(rt: Runtime, trigger: Trigger, repo: RepoRef
         return "the bot's pull request is not open"
     if pull.head_sha != trigger.head_sha:
         return f"the branch moved on to {pull.head_sha[:12]}"
-    if not is_bots_commit(rt.github.commit(repo, pull.head_sha), rt.github.bot_login()):
+    bot = rt.github.bot_login()
+    if not is_bots_commit(rt.github.commit(repo, pull.head_sha), bot):
         return "the head commit is not the bot's (a person pushed to the branch)"
+    # The heads the loop ran on since a person last started a run, and this one.
+    heads = {pull.head_sha, *CiRounds(rt.redis, trigger.issue_key).heads()}
+    if any(r.author != bot and r.commit_id in heads
+           for r in rt.github.reviews(repo, pull.number)):
+        return "a person reviewed the pull request during the loop"
     return config, pull.number
 
 

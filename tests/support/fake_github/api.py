@@ -81,6 +81,7 @@ _ROUTE_PERMISSIONS: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", r"/commits/[^/]+/check-runs$", "checks=read"),
     ("GET", r"/actions/jobs/\d+/logs$", "actions=read"),
     ("GET", r"/commits/[^/]+$", "contents=read"),
+    ("GET", r"/pulls/\d+/reviews$", "pull_requests=read"),
     # The Git Data API (tests/support/fake_github/git_data.py): the bot's signed commits.
     ("POST", r"/git/(blobs|trees|commits|refs)$", "contents=write"),
     ("PATCH", r"/git/refs/.+$", "contents=write"),

@@ -55,6 +55,9 @@ class CheckState:
 
     runs: dict[tuple[str, str, str], list[FakeCheckRun]] = field(default_factory=dict)
     downloads: dict[str, int] = field(default_factory=dict)  # signature → job id
+    # Submitted reviews by (owner, repo, pull): (id, login, commit, STATE, when).
+    reviews: dict[tuple[str, str, int], list[tuple[int, str, str, str, datetime]]] = field(
+        default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def set_runs(self, fake: FakeGitHub, owner: str, repo: str, sha: str,
@@ -70,6 +73,14 @@ class CheckState:
         with self.lock:
             self.runs[(owner, repo, sha)] = made
         return made
+
+    def add_review(self, fake: FakeGitHub, owner: str, repo: str, pull: int, login: str,
+                   commit: str, state: str = "APPROVED") -> None:
+        """A review as submitted on github.com (its delivery is the test's to send)."""
+        fake.user_id(login)
+        with self.lock:
+            self.reviews.setdefault((owner, repo, pull), []).append(
+                (fake.next_id(), login, commit, state, datetime.now(UTC)))
 
     def of(self, owner: str, repo: str, sha: str) -> list[FakeCheckRun]:
         with self.lock:
@@ -175,6 +186,24 @@ def register_check_routes(app: FastAPI, fake: FakeGitHub,
         if not allowed or job is None or job.log is None:
             return Response("Server failed to authenticate the request.", status_code=403)
         return Response(job.log.encode(), media_type="text/plain")
+
+    @app.get("/repos/{owner}/{name}/pulls/{number}/reviews")
+    async def list_reviews(owner: str, name: str, number: int,
+                           request: Request) -> JSONResponse:
+        repo_of(owner, name, request)
+        with fake.checks.lock:
+            found = list(fake.checks.reviews.get((owner, name, number), []))
+        base = f"{fake.api_url}/{owner}/{name}/pull/{number}"
+        api = f"{fake.api_url}/repos/{owner}/{name}/pulls/{number}"
+        return JSONResponse([{
+            "id": review_id, "node_id": objects.node_id("PullRequestReview", review_id),
+            "user": user(login), "body": "", "state": state,
+            "html_url": f"{base}#pullrequestreview-{review_id}", "pull_request_url": api,
+            "_links": {"html": {"href": f"{base}#pullrequestreview-{review_id}"},
+                       "pull_request": {"href": api}},
+            "submitted_at": objects.iso(when), "commit_id": commit,
+            "author_association": "COLLABORATOR"}
+            for review_id, login, commit, state, when in found])
 
     @app.get("/repos/{owner}/{name}/commits/{ref}")
     async def get_commit(owner: str, name: str, ref: str, request: Request) -> JSONResponse:

@@ -127,3 +127,17 @@ def test_at_the_round_limit_the_bot_says_so_once_and_labels_the_pr(
     assert "stopped repairing" in said and "after 2 CI repair round(s)" in said
     assert NEEDS_HUMAN_LABEL in accepting.fake.issue_labels(OWNER, "run", 2)
     assert accepting.red("run", "d2") == "duplicate", "said once for this head"
+
+
+def test_a_persons_review_during_the_loop_stops_it(accepting: Accepting) -> None:
+    head = accepting.fake.branch_sha(OWNER, "run", "frognano/issue-1")
+    assert head is not None
+    checks = accepting.fake.checks
+    checks.add_review(accepting.fake, OWNER, "run", 2, accepting.fake.bot_login, head,
+                      "COMMENTED")
+    checks.add_review(accepting.fake, OWNER, "run", 2, "maintainer", "0" * 40)
+    assert accepting.red("run", "d1") == "queued", "the bot's own, and one from before"
+    accepting.rt.redis.flushall()
+    checks.add_review(accepting.fake, OWNER, "run", 2, "maintainer", head, "APPROVED")
+    assert accepting.red("run", "d2") == "ignored"
+    assert len(accepting.queued) == 1
