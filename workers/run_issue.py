@@ -44,6 +44,7 @@ from solver.policy import bot_identity, branch_for, not_installed_note
 from solver.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from solver.run import (
     BestOfN,
+    Decision,
     NoTestCommand,
     OwnCommits,
     RunOutcome,
@@ -184,14 +185,7 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         if ended is not None:
             return ended
     if decision.action != "publish":
-        if reviewing and trigger.pull_number is not None:
-            rt.github.comment(repo, trigger.pull_number, failure_comment(report)
-                              if not result.tests_passed else review_not_pushed(
-                                  decision_reason(decision)))
-        elif not result.tests_passed:
-            rt.github.comment(repo, trigger.issue_number, failure_comment(report))
-        status.failed(decision_reason(decision))
-        return decision.outcome
+        return _not_published(ctx, result, report, decision, reviewing)
     # The person who asked is credited: GitHub makes the App's bot the author of the
     # commits it signs (workers/publish/api_commit.py).
     message = with_co_author(commit_message(issue.title, trigger.issue_number,
@@ -208,6 +202,21 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     return publish_pull(ctx, host, result.snapshot, DraftPull(
         title=pull_title(issue.title), body=pr_body(report), base=default_branch,
         message=message, careful=bool(report.read_first)))
+
+
+def _not_published(ctx: RunContext, result: SolveResult, report: RunReport,
+                   decision: Decision, reviewing: bool) -> str:
+    """Say why nothing is published: on the PR for a review's run, on the issue when the
+    tests still fail; the status comment either way."""
+    rt, trigger, repo = ctx.runtime, ctx.trigger, ctx.repo
+    if reviewing and trigger.pull_number is not None:
+        rt.github.comment(repo, trigger.pull_number, failure_comment(report)
+                          if not result.tests_passed else review_not_pushed(
+                              decision_reason(decision)))
+    elif not result.tests_passed:
+        rt.github.comment(repo, trigger.issue_number, failure_comment(report))
+    ctx.status.failed(decision_reason(decision))
+    return decision.outcome
 
 
 def _workspace(rt: Runtime, trigger: Trigger, default_branch: str, mirror: Path,
