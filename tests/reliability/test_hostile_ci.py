@@ -146,7 +146,17 @@ def test_a_hostile_log_obeyed_by_the_model_pushes_no_workflow_and_says_nothing_l
             f for f in pushed_files if f.casefold().startswith(".github/workflows")],
         "transcript bytes": len(transcript.encode()),
         "replies": [s[:400] for s in said[2:]]}
-    assert len(transcripts) == 2, "the first run and one round for 7 deliveries"
+    # After the round: GitHub redelivers the suite once more (a person's "Redeliver"
+    # gets a new delivery id): no second round, no second reply.
+    late = stack.deliver("check_suite", check_suite_payload(
+        stack.fake, OWNER, repo, BRANCH, head)).status_code
+    time.sleep(2.0)
+    record.observed["late redelivery"] = late
+    assert len(stack.transcripts(repo)) == 2 == len(transcripts), \
+        "the first run and one round for 8 deliveries"
+    assert len(bot_replies(stack, repo, pull.number, "CI")) == 1
+    # The quote the model got is longer than any backtick run of the log: never closed.
+    assert "`````text" in transcript
     assert HEAD_MARKER not in transcript
     assert not pushed_files, "a round that weakened test_mul and deleted tests was pushed"
     assert "\\u001b" not in transcript and "\\u202e" not in transcript
@@ -278,6 +288,8 @@ def test_odd_trees_upload_exactly_what_was_tested_and_never_a_workflow(
     assert git(bare, "rev-parse", f"{sha}^{{tree}}").strip() == tree
     assert b"host secret" not in sent_bytes and b"root:" not in sent_bytes
     listing = git(bare, "ls-tree", "-r", "-z", sha)
+    record.observed["vendor entries"] = [e.split("\t")[0] for e in listing.split("\0")
+                                         if e.endswith("\tvendor") or "\tvendor/" in e]
     assert "120000 blob" in listing and "100755 blob" in listing and "gone.txt" not in listing
 
     for name in (".GitHub/Workflows/x.yml", ".github/WORKFLOWS/y.yml"):
