@@ -85,6 +85,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             stack.add_calc_repo(name, {".github/frognano.yml": "ci: run\n",
                                        "extra.py": extra_py(("mul",)),
                                        "tests/test_extra.py": TESTS})
+        stack.add_calc_repo("ci-skip", {".github/frognano.yml": "ci: skip\n",
+                                        "extra.py": extra_py(("mul",)),
+                                        "tests/test_extra.py": TESTS})
         yield stack
 
 
@@ -215,6 +218,32 @@ def test_a_head_spoofing_the_bots_email_gets_no_trust_from_the_round(
     # have ended there (it does with the bot's-commit test in hostgit broken).
     assert not any("setup_failed" in r for r in replies), "setup ran the spoofed files"
     assert any("max_rounds" in r for r in replies), replies
+    assert stack.fake.branch_sha(OWNER, repo, BRANCH) == head
+
+
+def test_a_ci_skip_repository_gets_no_round_for_a_red_bot_head(
+        stack: Stack, scorecard: Recorder) -> None:
+    record = scorecard("6zi-hostile-ci-skip",
+                       "Hostile CI: the bot's own head fails its (hostile) checks in a "
+                       "`ci: skip` repository, the suite and the run both delivered",
+                       "no round runs, nothing is said or labelled")
+    repo = "ci-skip"
+    pull = opened_pull(stack, repo)
+    settled(stack, repo)
+    head = stack.fake.branch_sha(OWNER, repo, BRANCH)
+    assert head is not None
+    hostile_red(stack, repo, head)
+    codes = [stack.deliver("check_suite", check_suite_payload(
+        stack.fake, OWNER, repo, BRANCH, head)).status_code]
+    [run] = [r for r in stack.fake.checks.of(OWNER, repo, head) if r.name == CHECK_NAME]
+    codes.append(stack.deliver("check_run", check_run_payload(
+        stack.fake, OWNER, repo, BRANCH, run)).status_code)
+    time.sleep(3.0)
+    settled(stack, repo)
+    record.observed = {"deliveries": codes, "runs": len(stack.transcripts(repo))}
+    assert len(stack.transcripts(repo)) == 1, "a round ran in a `ci: skip` repository"
+    assert bot_replies(stack, repo, pull.number, "CI") == []
+    assert "needs-human" not in stack.fake.issue_labels(OWNER, repo, pull.number)
     assert stack.fake.branch_sha(OWNER, repo, BRANCH) == head
 
 
