@@ -638,7 +638,8 @@ def ci_not_reproduced(head: str, checks: list[str], test_command: str) -> str:
 
 
 def ci_not_repaired(round_number: int, of: int, checks: list[str], reason: str) -> str:
+    said = neutralize(reason).rstrip(".")  # the reason may end a sentence already
     return (f"🐸 **FrogNano** did not repair this pull request's CI (round {round_number} "
-            f"of {of}; the failing checks: {_checks_list(checks)}): {neutralize(reason)}. "
+            f"of {of}; the failing checks: {_checks_list(checks)}): {said}. "
             f"The branch is as it was; labelled `{NEEDS_HUMAN_LABEL}`: a person must look "
             "at it.")

@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from bot.app import create_app
@@ -212,7 +213,7 @@ def running_stack(root: Path, options: StackOptions) -> Iterator[Stack]:
                for i in range(options.run_workers)]
     workers.append(start_worker(root, env, "worker-control", ["--control"],
                                 options.worker_module))
-    settings = BotSettings(GITHUB_WEBHOOK_SECRET=SECRET, FROGNANO_REDIS_URL=redis.url,
+    settings = BotSettings(GITHUB_WEBHOOK_SECRET=SecretStr(SECRET), FROGNANO_REDIS_URL=redis.url,
                            FROGNANO_BOT_LOGIN=fake.bot_login)
     stack: Stack | None = None
     try:

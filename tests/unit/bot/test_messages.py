@@ -13,6 +13,7 @@ from bot.messages import (
     ChangedFile,
     ReadFirst,
     RunReport,
+    ci_not_repaired,
     failure_comment,
     pr_body,
     status_queued,
@@ -163,3 +164,9 @@ def test_failure_comment_names_the_services_that_did_not_start() -> None:
     ran = failure_comment(report(exit_reason="agent", services=PG_AND_REDIS))
     assert "- Services: PostgreSQL 15.18 (database app), Redis 7.0.15 (fresh in every test " \
            "run's sandbox).\n" in ran, ran
+
+
+def test_the_ci_not_repaired_reply_ends_one_sentence_once_and_keeps_the_reason_inert() -> None:
+    reply = ci_not_repaired(2, 2, ["tests (3.11)"], "Nothing was pushed. @owner see #4.")
+    assert "Nothing was pushed. @\u200bowner see #\u200b4. The branch" in reply, reply
+    assert ".." not in reply and "round 2 of 2" in reply and "`tests (3.11)`" in reply, reply
