@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,6 +92,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield stack
 
 
+def red_bot_head(stack: Stack, repo: str) -> tuple[Any, str]:
+    """The bot's PR on `repo`, its first run settled, and its head failing the hostile
+    checks: the PR (the fake's) and that head."""
+    pull = opened_pull(stack, repo)
+    settled(stack, repo)
+    head = stack.fake.branch_sha(OWNER, repo, BRANCH)
+    assert head is not None
+    hostile_red(stack, repo, head)
+    return pull, head
+
+
 def hostile_red(stack: Stack, repo: str, head: str) -> None:
     stack.fake.checks.set_runs(stack.fake, OWNER, repo, head, [
         {"name": CHECK_NAME, "conclusion": "failure", "log": LOG, "title": HOSTILE_TEXT,
@@ -118,11 +130,7 @@ def test_a_hostile_log_obeyed_by_the_model_pushes_no_workflow_and_says_nothing_l
                        "reaches GitHub (the round is refused or pushes without it); "
                        "every text the bot writes is inert; the bot's own check ignored")
     repo = "ci-hostile"
-    pull = opened_pull(stack, repo)
-    settled(stack, repo)
-    head = stack.fake.branch_sha(OWNER, repo, BRANCH)
-    assert head is not None
-    hostile_red(stack, repo, head)
+    pull, head = red_bot_head(stack, repo)
     codes = [stack.deliver("check_suite", check_suite_payload(
         stack.fake, OWNER, repo, BRANCH, head)).status_code for _ in range(4)]
     for run in stack.fake.checks.of(OWNER, repo, head):
@@ -228,11 +236,7 @@ def test_a_ci_skip_repository_gets_no_round_for_a_red_bot_head(
                        "`ci: skip` repository, the suite and the run both delivered",
                        "no round runs, nothing is said or labelled")
     repo = "ci-skip"
-    pull = opened_pull(stack, repo)
-    settled(stack, repo)
-    head = stack.fake.branch_sha(OWNER, repo, BRANCH)
-    assert head is not None
-    hostile_red(stack, repo, head)
+    pull, head = red_bot_head(stack, repo)
     codes = [stack.deliver("check_suite", check_suite_payload(
         stack.fake, OWNER, repo, BRANCH, head)).status_code]
     [run] = [r for r in stack.fake.checks.of(OWNER, repo, head) if r.name == CHECK_NAME]
