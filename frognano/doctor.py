@@ -350,6 +350,24 @@ def check_services(**roots: str) -> list[Check]:
             for name, (ok, detail) in available(**roots).items()]
 
 
+def check_sandbox_python(prefixes: list[str] | None = None) -> Check:
+    """The Python the sandbox's commands get: the worker's own, with its pytest and
+    database clients, only when the sandbox's uid can enter every prefix; else the
+    system's python3 without them, which repositories that install nothing then lack."""
+    from sandbox.bubblewrap import interpreter, reachable
+    from sandbox.uid_pool import POOL_BASE
+
+    found = prefixes if prefixes is not None else interpreter()[1]
+    uid = POOL_BASE if os.geteuid() == 0 else os.getuid()  # root runs them as pool uids
+    blocked = [prefix for prefix in found if not reachable(prefix, uid, uid)]
+    if not blocked:
+        return Check("sandbox python", "ok", f"{', '.join(found)} (uid {uid} can enter it)")
+    return Check("sandbox python", "warn", f"uid {uid} cannot enter {', '.join(blocked)}: "
+                 "commands in the sandbox get the system python3 without the worker's "
+                 "packages", "run scripts/install.sh again (as root it opens its venv to "
+                 "the sandbox's uids), or chmod o+x every parent directory")
+
+
 def check_context(settings: BotSettings, environ: Mapping[str, str]) -> Check:
     """The context each run worker's model gets, and why: the one `frognano worker` and
     `up` choose (frognano/model_host.py), the preset's unless the memory cuts it."""
@@ -366,6 +384,7 @@ def all_checks(settings: BotSettings) -> list[Check]:
     sections: list[Callable[[], list[Check]]] = [
         lambda: [check_bubblewrap()],
         sandbox_limits,
+        lambda: [check_sandbox_python()],
         check_services,
         lambda: [check_binary("git", "git", "the repo cache and the patch")],
         lambda: [check_redis(settings)],

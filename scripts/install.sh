@@ -15,6 +15,9 @@
 #                            on every PATH already), so it works in this shell at once
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What this makes is read by the sandbox's unprivileged uids (below): a hardened umask
+# (027, 077) would keep them out of it.
+umask 022
 extras=""
 [ "${1:-}" = "--dev" ] && extras="[dev]"
 
@@ -105,6 +108,26 @@ if [ -n "$cmake_args" ] && ! "$venv/bin/python" -c "import llama_cpp, sys; \
 fi
 echo "installing frognano-bot into $venv (llama-cpp-python builds from source: 6-10 minutes)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".${extras}"
+
+# As root the sandbox runs repositories' commands as other uids, with this venv's python
+# and packages (pytest, the database clients) on its PATH: they must be able to read it,
+# whatever umask made it before. A parent they cannot enter hides it: say which, and how.
+if [ "$(id -u)" -eq 0 ]; then
+  chmod -R a+rX "$venv"
+  [ "$venv" = /opt/frognano/venv ] && chmod a+rx /opt/frognano
+  dir="$(dirname "$venv")"
+  while [ "$dir" != / ]; do
+    case "$(stat -L -c %A "$dir")" in
+      *[xt]) ;;
+      *) echo "warning: the sandbox's uids cannot enter $dir, so they cannot use the" \
+              "venv $venv (commands in the sandbox get the system python3 without its" \
+              "packages): chmod o+x $dir, or install to a venv elsewhere" \
+              "(FROGNANO_VENV=/opt/frognano/venv)" >&2
+         break ;;
+    esac
+    dir="$(dirname "$dir")"
+  done
+fi
 
 if [ -z "${VIRTUAL_ENV:-}" ]; then
   bin_dir="${FROGNANO_BIN_DIR:-/usr/local/bin}"

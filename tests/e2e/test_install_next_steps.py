@@ -22,6 +22,10 @@ needs_system_tools = pytest.mark.skipif(
     or shutil.which("systemd-analyze") is None,
     reason="the script would run apt-get first")
 
+# What the whole script calls beyond _tool_dir's (systemd-analyze: --dev installs what the
+# tests need only when it is missing).
+INSTALL_TOOLS = ("mkdir", "ln", "id", "ls", "systemd-analyze", "chmod", "stat")
+
 
 def fake_venv(root: Path) -> Path:
     venv = root / "venv"
@@ -36,8 +40,7 @@ def fake_venv(root: Path) -> Path:
 @needs_system_tools
 def test_a_bin_dir_off_path_is_warned_and_the_next_commands_printed(tmp_path: Path) -> None:
     bin_dir = _tool_dir(tmp_path, smi_output=None, nvcc=False)
-    # systemd-analyze: --dev installs what the tests need only when it is missing.
-    for tool in ("mkdir", "ln", "id", "ls", "systemd-analyze"):
+    for tool in INSTALL_TOOLS:
         os.symlink(shutil.which(tool), bin_dir / tool)  # type: ignore[arg-type]
     venv, links, record = fake_venv(tmp_path), tmp_path / "links", tmp_path / "record"
     done = subprocess.run(["bash", str(SCRIPT), "--dev"], capture_output=True, text=True,
@@ -81,3 +84,34 @@ def test_ci_uses_the_frognano_the_install_reported(tmp_path: Path) -> None:
                           text=True, timeout=60, env={"HOME": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"frognano: {venv}/bin/frognano -> {venv}" in done.stdout
+
+
+@needs_system_tools
+@pytest.mark.skipif(os.geteuid() != 0, reason="the repair is for root's installs")
+def test_a_root_install_leaves_its_venv_readable_by_the_sandbox_uids(tmp_path: Path) -> None:
+    """CI's fresh machine made a venv the sandbox's uids could not read (a hardened umask):
+    commands in the sandbox then ran the system python3 without the worker's packages. The
+    script now opens the venv to them, and names a parent they still cannot enter."""
+    bin_dir = _tool_dir(tmp_path, smi_output=None, nvcc=False)
+    for tool in INSTALL_TOOLS:
+        os.symlink(shutil.which(tool), bin_dir / tool)  # type: ignore[arg-type]
+    parent = tmp_path / "opt"
+    venv = fake_venv(parent)
+    package = venv / "lib" / "site-packages" / "psycopg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for path in (package / "__init__.py", *venv.rglob("*"), venv):  # as umask 077 makes them
+        path.chmod(0o700 if path.is_dir() or path.parent.name == "bin" else 0o600)
+    parent.chmod(0o700)
+    done = subprocess.run(["bash", str(SCRIPT), "--dev"], capture_output=True, text=True,
+                          timeout=60, env={"PATH": str(bin_dir), "HOME": str(tmp_path),
+                                           "FROGNANO_VENV": str(venv),
+                                           "FROGNANO_BIN_DIR": str(tmp_path / "links")})
+    assert done.returncode == 0, done.stderr
+    assert (venv.stat().st_mode & 0o777, package.stat().st_mode & 0o777) == (0o755, 0o755)
+    assert (package / "__init__.py").stat().st_mode & 0o777 == 0o644
+    assert (venv / "bin" / "python").stat().st_mode & 0o777 == 0o755
+    # Not its own to open: the parent is named, with the fix.
+    assert f"warning: the sandbox's uids cannot enter {parent}, so they cannot use the " \
+        f"venv {venv}" in done.stderr, done.stderr
+    assert f"chmod o+x {parent}" in done.stderr

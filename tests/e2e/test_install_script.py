@@ -80,7 +80,7 @@ def test_install_rebuilds_a_cpu_llama_cpp_with_cuda_before_the_project(tmp_path:
     found, so llama-cpp-python is rebuilt from source with the CUDA arguments, never from
     pip's cache, before the project's own install."""
     bin_dir = _tool_dir(tmp_path, smi_output="9.0\\n", nvcc=True)
-    for tool in ("mkdir", "ln", "id"):
+    for tool in ("mkdir", "ln", "id", "chmod", "stat"):
         os.symlink(shutil.which(tool), bin_dir / tool)  # type: ignore[arg-type]
     os.symlink("/usr/bin/python3", bin_dir / "python3")
     venv = tmp_path / "venv"

@@ -3,13 +3,15 @@ fix when a package is missing (the real binaries here; an empty root for a host 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from frognano.doctor import check_services
+from frognano.doctor import check_sandbox_python, check_services
 from sandbox.services import postgres_versions
+from tests.support.sandbox_support import reachable_dir
 
 
 @pytest.mark.skipif(not postgres_versions() or shutil.which("redis-server") is None,
@@ -32,3 +34,20 @@ def test_missing_services_warn_with_the_package_to_install(tmp_path: Path) -> No
     assert lines["service postgresql"].fix.startswith("apt-get install postgresql ")
     assert "no `redis-server` binary" in lines["service redis"].detail
     assert lines["service redis"].fix.startswith("apt-get install redis-server ")
+
+
+def test_the_sandbox_python_line_says_whether_the_sandbox_can_use_the_worker_venv() -> None:
+    """CI's failure (session 20): a venv the sandbox's uid could not enter, found only when
+    repositories' tests missed its packages. Doctor now says so, with the fix."""
+    with reachable_dir() as root:
+        opened, closed = root / "opened" / "venv", root / "closed" / "venv"
+        for venv in (opened, closed):
+            venv.mkdir(parents=True)
+        (root / "closed").chmod(0o700)
+        ok, shut = check_sandbox_python([str(opened)]), check_sandbox_python([str(closed)])
+    if os.geteuid() != 0:  # the sandbox then runs as this uid, which enters both
+        assert (ok.status, shut.status) == ("ok", "ok")
+        return
+    assert ok.status == "ok" and str(opened) in ok.detail, ok.line()
+    assert shut.status == "warn", shut.line()
+    assert f"cannot enter {closed}" in shut.detail and "scripts/install.sh" in shut.fix

@@ -67,7 +67,7 @@ def test_a_command_reaches_postgres_and_redis_through_the_usual_variables(root: 
             "    print(db.execute(\"SELECT current_database(), current_user, "
             "inet_server_addr()\").fetchone())\n"
             "print(redis.Redis.from_url(os.environ[\"REDIS_URL\"]).ping())'")
-        assert client.ok, client.stderr
+        assert client.ok, (client.stderr, "the sandbox runs", sandbox.python, sandbox.prefixes)
         assert "('shop', 'postgres', IPv4Address('127.0.0.1'))" in client.stdout
         assert "True" in client.stdout
         first = sandbox.exec(TOUCH)
