@@ -100,7 +100,7 @@ def sandbox_interpreter(uid: int, gid: int) -> tuple[str, list[str]]:
         return python, prefixes
     for candidate in SYSTEM_PYTHONS:
         if os.path.exists(candidate) and reachable(candidate, uid, gid):
-            log.info("the sandbox uid %d cannot reach %s; the runner uses %s instead",
+            log.warning("the sandbox uid %d cannot reach %s; the runner uses %s instead",
                      uid, ", ".join(prefixes), candidate)
             return candidate, []
     raise SandboxUnavailable(

@@ -8,6 +8,7 @@ project's own pins win:
 - its test requirement files, at the root (`requirements-test.txt`, …) or in a
   `requirements/` folder (`requirements/tests.txt`, else `requirements/dev.txt`);
 - its PEP 735 test dependency group, resolved here (Debian's pip 23.0 has no `--group`);
+- its Poetry test group (`[tool.poetry.group.test.dependencies]`, solver/setup/poetry.py);
 - the `deps` and `extras` of the tox environment whose commands run the tests;
 - the pytest plugins that its pytest configuration alone names (`--cov`, `-n`,
   `--timeout`, `required_plugins`, …);
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from dependency_groups import resolve as resolve_group
 
+from solver.setup.poetry import groups as poetry_groups
 from solver.setup.project_files import (
     declared_tox_env,
     pytest_config,
@@ -335,6 +337,12 @@ def _add_test_requirements(root: Path, plan: _Plan) -> None:
     groups = dependency_groups(root)
     for group in test_sets(groups):
         plan.add(groups[group], f"its `{group}` dependency group")
+    poetry = poetry_groups(_pyproject(root))
+    for group in test_sets({name: found.requirements for name, found in poetry.items()}):
+        left_out = poetry[group].left_out
+        plan.add(poetry[group].requirements, f"its Poetry `{group}` group" + (
+            f" (not {', '.join(left_out)}: no index has a path, git or url dependency)"
+            if left_out else ""))
     read = tree_reader(root)
     tox = declared_tox_env(read)
     if tox is not None:

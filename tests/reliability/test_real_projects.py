@@ -130,6 +130,29 @@ PROJECTS = {
                                        "    assert days_until(datetime.date(2026, 12, 25)) "
                                        "== 24\n\n\ndef test_today():\n"
                                        "    assert days_until(datetime.date.today()) <= 0\n"}),
+    # Poetry: the tests' pytest and freezegun only in `[tool.poetry.group.test]`, which
+    # pip never reads; Poetry's `^` constraints (pytest ^8.0 is not the index's newest 9).
+    "poetry-groups": Project(
+        "deadline", "", ("tests/test_deadline.py::test_days_left",),
+        ("deadline/__init__.py", "(when - today).days + 1", "(when - today).days"),
+        needs=("freezegun", "pytest-8"), shape="poetry-core, the test tools in a Poetry "
+                                                 "`test` group (written by the test)", files={
+            "pyproject.toml": '[build-system]\nrequires = ["poetry-core>=1.0.0"]\n'
+                              'build-backend = "poetry.core.masonry.api"\n\n[tool.poetry]\n'
+                              'name = "deadline"\nversion = "1.0.0"\n'
+                              'description = "Days left"\nauthors = ["A <a@example.invalid>"]\n'
+                              '\n[tool.poetry.dependencies]\npython = "^3.9"\n\n'
+                              '[tool.poetry.group.test.dependencies]\npytest = "^8.0"\n'
+                              'freezegun = "^1.2"\n',
+            "deadline/__init__.py": "import datetime\n\n\ndef days_left(when):\n"
+                                    "    today = datetime.date.today()\n"
+                                    "    return (when - today).days + 1\n",
+            "tests/test_deadline.py": "import datetime\n\nimport pytest\nfrom freezegun import "
+                                      "freeze_time\n\nfrom deadline import days_left\n\n\n"
+                                      "@freeze_time('2026-12-01')\ndef test_days_left():\n"
+                                      "    assert days_left(datetime.date(2026, 12, 25)) == 24"
+                                      "\n\n\ndef test_pytest_is_the_pinned_one():\n"
+                                      "    assert pytest.__version__.startswith('8.')\n"}),
     # Doctests: pytest.ini's `--doctest-modules`; the bug fails one doctest and no test.
     "inflect": Project(
         "inflect", "inflect-7.5.0-planted.tar.gz", ("inflect/__init__.py::inflect.joinstem",),
