@@ -63,6 +63,7 @@ from bot.github_api import (
     ValidationFailed,
     error_for,
 )
+from bot.markdown import fit_body
 from bot.settings import BotSettings
 from solver.retry import Backoff, Transient, with_backoff
 
@@ -299,6 +300,7 @@ class GitHubAppClient:
         return self._must(repo, f"GET comments of {repo.full_name}#{number}", fetch_all)
 
     def comment(self, repo: RepoRef, number: int, body: str) -> int:
+        body = fit_body(body)  # as it is posted: what `posted_already` compares
         # GitHub stamps comments to the second; the margin covers clock skew.
         since = (datetime.now(UTC) - timedelta(seconds=_CLOCK_SKEW_SECONDS)
                  ).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -323,6 +325,7 @@ class GitHubAppClient:
         return comment_id
 
     def edit_comment(self, repo: RepoRef, comment_id: int, body: str) -> None:
+        body = fit_body(body)
         self._must(repo, f"PATCH comment {comment_id} on {repo.full_name}",
                    lambda gh: _rest(gh).issues.update_comment(repo.owner, repo.name, comment_id,
                                                          body=body))
@@ -376,6 +379,8 @@ class GitHubAppClient:
 
     def open_draft_pull(self, repo: RepoRef, *, title: str, body: str, head: str,
                         base: str) -> PullInfo:
+        body = fit_body(body)
+
         def opened_already(gh: GitHub[Any]) -> PullInfo | None:
             found = self.find_open_pull(repo, head)
             return found if found is not None and found.draft else None
@@ -390,6 +395,7 @@ class GitHubAppClient:
         return pull
 
     def update_pull(self, repo: RepoRef, number: int, *, title: str, body: str) -> PullInfo:
+        body = fit_body(body)
         response = self._must(
             repo, f"PATCH pull {repo.full_name}#{number}",
             lambda gh: _rest(gh).pulls.update(repo.owner, repo.name, number, title=title,
@@ -409,6 +415,8 @@ class GitHubAppClient:
 
     def reply_to_review_comment(self, repo: RepoRef, number: int, comment_id: int,
                                 body: str) -> int:
+        body = fit_body(body)
+
         def posted_already(gh: GitHub[Any]) -> int | None:
             bot = self.bot_login()
             pages: Iterator[Any] = gh.rest.paginate(

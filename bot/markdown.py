@@ -103,3 +103,42 @@ def fence(text: str, info: str = "") -> str:
     runs = [len(run) for run in _BACKTICKS.findall(content)]
     ticks = "`" * max(3, max(runs, default=0) + 1)
     return f"{ticks}{info}\n{content}\n{ticks}"
+
+
+# GitHub refuses a longer body of an issue comment, a pull request or a review reply:
+# 422 "body is too long (maximum is 65536 characters)".
+GITHUB_BODY_LIMIT = 65536
+CUT_NOTICE = ("… (cut here: GitHub takes at most 65,536 characters in one body; the run "
+              "page and the transcript have all of it)")
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _fence_after(fence: str, line: str) -> str:
+    """The open fence after `line` ("" outside one): CommonMark's rule, which closes a
+    fence with a line of only its character, at least as long, indented 3 at most."""
+    if not fence:
+        opened = _FENCE_OPEN.match(line)
+        return opened.group(1) if opened else ""
+    stripped = line.strip()
+    closes = (len(line) - len(line.lstrip(" ")) <= 3 and len(stripped) >= len(fence)
+              and stripped == fence[0] * len(stripped))
+    return "" if closes else fence
+
+
+def fit_body(text: str, limit: int = GITHUB_BODY_LIMIT) -> str:
+    """`text` as GitHub takes it: whole when it fits, else its first whole lines, an open
+    fence closed, and a line that says so. Never a cut inside a line (a code span left
+    open would make what it holds live Markdown), never a line left out in the middle (a
+    fence's opening line left out would do the same to its content)."""
+    if len(text) <= limit:
+        return text
+    budget = limit - len(CUT_NOTICE) - 2  # the notice and the blank line before it
+    kept: list[str] = []
+    size, fence = 0, ""
+    for line in text.split("\n"):
+        after = _fence_after(fence, line)
+        if size + len(line) + 1 + (len(after) + 1 if after else 0) > budget:
+            break
+        kept.append(line)
+        size, fence = size + len(line) + 1, after
+    return "\n".join([*kept, *([fence] if fence else []), "", CUT_NOTICE])

@@ -333,11 +333,33 @@ def _changed_test(line: str) -> str:
     return f"- {code_span(test)}: {escape_text(states)}" if test else f"- {code_span(line)}"
 
 
+# How much of each list the PR body shows: a fix in code every test uses flips thousands
+# of tests, and GitHub takes 65,536 characters in a body (the run page has every one).
+MAX_CHANGED_TESTS = 50
+MAX_TEST_FILES = 20
+MAX_COMMAND_CHARS = 1000  # an inferred setup lists every test dependency it found
+
+
+def _more(total: int, shown: int, where: str = "the run page and the transcript") -> str:
+    return f"… and {total - shown} more ({where} list every one)"
+
+
+def _shown_command(command: str) -> str:
+    if len(command) <= MAX_COMMAND_CHARS:
+        return code_span(command)
+    return f"{code_span(command[:MAX_COMMAND_CHARS])} … ({len(command)} characters in all)"
+
+
 def _verdict_section(report: RunReport) -> list[str]:
-    changes = [_changed_test(c) for c in report.changed_tests] or ["- (none reported)"]
+    changed, files = report.changed_tests, report.test_files_changed
+    changes = [_changed_test(c) for c in changed[:MAX_CHANGED_TESTS]] or ["- (none reported)"]
+    if len(changed) > MAX_CHANGED_TESTS:
+        changes.append(f"- {_more(len(changed), MAX_CHANGED_TESTS)}")
     coverage = ("The change edits or adds tests: " + ", ".join(
-        code_span(p) for p in report.test_files_changed) if report.test_files_changed
-                else "⚠️ The change adds or edits no test: check that the fix is covered.")
+        code_span(p) for p in files[:MAX_TEST_FILES]) + (
+            f", {_more(len(files), MAX_TEST_FILES)}" if len(files) > MAX_TEST_FILES else "")
+                if files else "⚠️ The change adds or edits no test: check that the fix is "
+                "covered.")
     return [
         "## Tests",
         f"Command: {code_span(report.test_command)}",
@@ -349,7 +371,7 @@ def _verdict_section(report: RunReport) -> list[str]:
            "counted)"] if report.new_tests else []),
         *baseline_failures_lines(report.preexisting, report.flaky, report.evidence),
         *[f"- {escape_prose(note)}" for note in report.verdict_notes],
-        *([f"- setup {escape_prose(report.setup_note)}: {code_span(report.setup_command)}"]
+        *([f"- setup {escape_prose(report.setup_note)}: {_shown_command(report.setup_command)}"]
           if report.setup_note else []),
         "",
         "Tests that changed state:",
@@ -368,7 +390,7 @@ def reproduce_commands(report: RunReport) -> list[str]:
 
 
 def _reproduce_section(report: RunReport) -> list[str]:
-    setup = ([f"The run set the project up first with {code_span(report.setup_command)} "
+    setup = ([f"The run set the project up first with {_shown_command(report.setup_command)} "
               "(in its sandbox, whose venv comes first on `PATH`)."]
              if report.setup_command else [])
     return [

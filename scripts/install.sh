@@ -114,7 +114,12 @@ echo "installing frognano-bot into $venv (llama-cpp-python builds from source: 6
 # whatever umask made it before. A parent they cannot enter hides it: say which, and how.
 if [ "$(id -u)" -eq 0 ]; then
   chmod -R a+rX "$venv"
-  [ "$venv" = /opt/frognano/venv ] && chmod a+rx /opt/frognano
+  if [ "$venv" = /opt/frognano/venv ]; then
+    # The default place: its folders are this install's to open (/opt is 0755 by the FHS).
+    chmod a+rx /opt/frognano
+    case "$(stat -L -c %A /opt)" in *[xt]) ;; *) chmod o+x /opt
+      echo "opened /opt to other users (o+x): the sandbox's uids read the venv there" ;; esac
+  fi
   dir="$(dirname "$venv")"
   while [ "$dir" != / ]; do
     case "$(stat -L -c %A "$dir")" in

@@ -21,6 +21,8 @@ _SPLIT = re.compile(r"\s*,\s*|\s+(?=[<>=!~^])")
 _NUMBERS = re.compile(r"^\d+(?:\.\d+)*")
 _PEP440_OPERATOR = re.compile(r"^(===|~=|==|!=|<=|>=|<|>)\s*(\S+)$")
 NOT_FROM_AN_INDEX = ("path", "git", "url", "file")
+# A project name as PEP 508 spells one: never an option (`--index-url=…`) given to pip.
+_NAME = re.compile(r"^[A-Z0-9](?:[A-Z0-9._-]*[A-Z0-9])?$", re.I)
 
 
 Pair = tuple[str, str]  # (operator, version): `(">=", "1.2")`
@@ -91,7 +93,7 @@ def requirement(name: str, spec: object) -> str | None:
                                                 if isinstance(s, dict)), None)}
     if not isinstance(spec, dict):
         spec = {"version": str(spec)}
-    if any(key in spec for key in NOT_FROM_AN_INDEX):
+    if any(key in spec for key in NOT_FROM_AN_INDEX) or not _NAME.match(name):
         return None
     extras = spec.get("extras") if isinstance(spec.get("extras"), list) else []
     pinned = specifier(str(spec.get("version", "*")))

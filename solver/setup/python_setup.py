@@ -340,9 +340,10 @@ def _add_test_requirements(root: Path, plan: _Plan) -> None:
     poetry = poetry_groups(_pyproject(root))
     for group in test_sets({name: found.requirements for name, found in poetry.items()}):
         left_out = poetry[group].left_out
+        more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
         plan.add(poetry[group].requirements, f"its Poetry `{group}` group" + (
-            f" (not {', '.join(left_out)}: no index has a path, git or url dependency)"
-            if left_out else ""))
+            f" (left out: {', '.join(left_out[:5])}{more}; a path, git or url dependency, "
+            "or no package name)" if left_out else ""))
     read = tree_reader(root)
     tox = declared_tox_env(read)
     if tox is not None:

@@ -88,6 +88,8 @@ _ROUTE_PERMISSIONS: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", r"/git/(commits/[0-9a-f]{40}|ref/.+)$", "contents=read"),
 )]
 _REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+# GitHub's limit on the body of an issue, a pull request or a comment.
+BODY_LIMIT = 65536
 
 
 class GitHubError(Exception):
@@ -421,6 +423,15 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                               [{"resource": resource, "field": name, "code": "missing_field"}])
         return value
 
+    def body_text(data: dict[str, Any], resource: str, *, required: bool) -> str | None:
+        """A body as GitHub takes it: at most 65,536 characters (a 422 above that)."""
+        text = need_str(data, "body", resource) if required else data.get("body")
+        if text is not None and len(str(text)) > BODY_LIMIT:
+            raise GitHubError(422, "Validation Failed", [{
+                "resource": resource, "code": "custom", "field": "body",
+                "message": f"body is too long (maximum is {BODY_LIMIT} characters)"}])
+        return None if text is None else str(text)
+
     # -- App ------------------------------------------------------------------------------
 
     @app.get("/app")
@@ -564,7 +575,7 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         data = await json_body(request)
         if number not in repo.issues:
             raise GitHubError(404, "Not Found")
-        text = need_str(data, "body", "IssueComment")
+        text = body_text(data, "IssueComment", required=True) or ""
         comment = fake.add_comment(owner, name, number, text, fake.bot_login)
         return _json(201, comment_json(repo, comment))
 
@@ -586,7 +597,7 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         repo = repo_of(owner, name, request)
         data = await json_body(request)
         comment = find_comment(repo, comment_id)
-        comment.body = need_str(data, "body", "IssueComment")
+        comment.body = body_text(data, "IssueComment", required=True) or ""
         comment.updated_at = datetime.now(UTC)
         return _json(200, comment_json(repo, comment))
 
@@ -697,6 +708,7 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         title = need_str(data, "title", "PullRequest")
         head = need_str(data, "head", "PullRequest").removeprefix(f"{owner}:")
         base_ref = need_str(data, "base", "PullRequest")
+        body = body_text(data, "PullRequest", required=False)
         for field_name, branch in (("head", head), ("base", base_ref)):
             if fake.branch_sha(owner, name, branch) is None:
                 raise GitHubError(422, "Validation Failed",
@@ -713,7 +725,7 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                 raise GitHubError(422, "Invalid request.\n\nFor 'properties/draft', "
                                   f"{json.dumps(draft)} is not a boolean.")
             number = repo.next_number()
-            pull = Pull(fake.next_id(), number, title, str(data.get("body") or ""), head,
+            pull = Pull(fake.next_id(), number, title, body or "", head,
                         base_ref, draft, fake.bot_login)
             repo.pulls[number] = pull
             repo.issues[number] = _issue_for_pull(fake, pull)
@@ -737,7 +749,8 @@ def build_app(fake: FakeGitHub) -> FastAPI:
         data = await json_body(request)
         pull = find_pull(repo, number)
         pull.title = str(data.get("title", pull.title))
-        pull.body = str(data.get("body", pull.body))
+        body = body_text(data, "PullRequest", required=False)
+        pull.body = pull.body if body is None else body
         pull.state = str(data.get("state", pull.state))
         pull.updated_at = datetime.now(UTC)
         repo.issues[number].title = pull.title
@@ -771,7 +784,8 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                                       request: Request) -> JSONResponse:
         repo = repo_of(owner, name, request)
         find_pull(repo, number)
-        text = need_str(await json_body(request), "body", "PullRequestReviewComment")
+        text = body_text(await json_body(request), "PullRequestReviewComment",
+                         required=True) or ""
         try:
             reply = fake.reply_to_review_comment(owner, name, number, comment_id,
                                                  fake.bot_login, text)

@@ -17,6 +17,7 @@ import pytest
 
 from bot.github_api import GitHubError, RepoRef
 from bot.github_client import GitHubAppClient, clone_host_url
+from bot.markdown import CUT_NOTICE, GITHUB_BODY_LIMIT
 from tests.support.fake_github import FakeGitHub
 from tests.support.fake_github.server import INSTALLATION_ID
 
@@ -231,6 +232,33 @@ def test_draft_pull_open_find_update_review(client: GitHubAppClient, fake: FakeG
         client.open_draft_pull(REPO, title="again", body="", head=branch, base="main")
     assert duplicate.value.status == 422
     assert "already exists" in str(duplicate.value)
+
+
+def test_bodies_over_githubs_limit_are_cut_not_refused(client: GitHubAppClient,
+                                                        fake: FakeGitHub, tmp_path: Path) -> None:
+    """GitHub answers 422 to a body over 65,536 characters (the fake too, below): every
+    body the client sends is cut to fit, at a whole line, saying so; one that fits is
+    sent as it is."""
+    long_body = "\n".join(f"- `tests/test_core.py::test_case[{n}]`: failed → passed"
+                           for n in range(5000))
+    token = client.installation_token(REPO)
+    raw = httpx.post(f"{fake.api_url}/repos/{OWNER}/{NAME}/issues/7/comments",
+                     json={"body": long_body}, headers={"Authorization": f"token {token}"})
+    assert raw.status_code == 422 and "body is too long" in raw.text
+    comment_id = client.comment(REPO, 7, long_body)
+    client.edit_comment(REPO, comment_id, long_body + "\nedited")
+    branch = "frognano/issue-7"
+    push_branch(fake, tmp_path, branch)
+    opened = client.open_draft_pull(REPO, title="t", body=long_body, head=branch, base="main")
+    client.update_pull(REPO, opened.number, title="t", body=long_body + "\nagain")
+    [posted] = [c for c in fake.comments(OWNER, NAME, 7) if c.id == comment_id]
+    [pull] = fake.pulls(OWNER, NAME)
+    for body in (posted.body, pull.body):
+        assert len(body) <= GITHUB_BODY_LIMIT and body.endswith("\n\n" + CUT_NOTICE)
+        kept = body.split("\n")[:-2]
+        assert kept == long_body.split("\n")[:len(kept)] and len(kept) > 900
+    assert client.comment(REPO, 7, "short") != comment_id
+    assert fake.comments(OWNER, NAME, 7)[-1].body == "short"
 
 
 # -- retries and errors -----------------------------------------------------------------

@@ -65,8 +65,8 @@ def test_the_test_group_is_installed_and_the_others_are_not(tmp_path: Path) -> N
     assert setup.command.endswith("pip install -e . 'pytest<9,>=8.0' 'freezegun<2,>=1.2'"), \
         setup.command
     assert "sphinx" not in setup.command and "requests" not in setup.command
-    assert "its Poetry `test` group (not local-helper: no index has a path, git or url " \
-        "dependency)" in setup.note, setup.note
+    assert "its Poetry `test` group (left out: local-helper; a path, git or url " \
+        "dependency, or no package name)" in setup.note, setup.note
 
 
 def test_the_old_dev_dependencies_table_and_a_group_that_lists_pytest(tmp_path: Path) -> None:
@@ -84,3 +84,16 @@ def test_a_malformed_poetry_table_is_no_group() -> None:
     assert groups({"tool": {"poetry": {"group": {"test": {"dependencies": ["pytest"]}}}}}) \
         == {}
     assert groups({"tool": {"poetry": {"group": ["test"]}}}) == {}
+
+
+def test_a_hostile_name_never_reaches_pip_as_an_option(tmp_path: Path) -> None:
+    """A pyproject an issue's author wrote: a "dependency" named as a pip option, or as a
+    shell command, is left out (and named), never passed on."""
+    (tmp_path / "pyproject.toml").write_text(
+        POETRY_BUILD + "[tool.poetry.group.test.dependencies]\npytest = '*'\n"
+        "'--index-url=http://198.51.100.7/simple' = '*'\n'-rconstraints.txt' = 'junk'\n"
+        "'x; $(touch pwned)' = '*'\n")
+    setup = infer_python_setup(tmp_path)
+    assert setup is not None
+    assert setup.command.endswith("pip install -e . pytest"), setup.command
+    assert "198.51.100.7" in setup.note and "pwned" not in setup.command
