@@ -31,7 +31,8 @@ FIXING_SCRIPT = [
 
 
 def solve(repo: Path, script: list[str] | list[list[str]], tmp: Path, *extra: str,
-          env: dict[str, str] | None = None) -> tuple[int, str, Path]:
+          env: dict[str, str] | None = None, umask: int | None = None
+          ) -> tuple[int, str, Path]:
     script_file = tmp / "script.json"
     script_file.write_text(json.dumps(script))
     transcript = tmp / "transcript.jsonl"
@@ -42,10 +43,21 @@ def solve(repo: Path, script: list[str] | list[list[str]], tmp: Path, *extra: st
             [sys.executable, "-m", "frognano", "solve", str(repo), "--issue", ISSUE,
              "--model", f"scripted:{script_file}", "--transcript", str(transcript), *extra],
             env=env, capture_output=True, text=True, timeout=300,
+            preexec_fn=None if umask is None else lambda: os.umask(umask) and None,
         )
         leftovers = list((work / "work").iterdir()) if (work / "work").exists() else []
     assert leftovers == [], "the private workspace must be cleaned up"
     return proc.returncode, proc.stdout + proc.stderr, transcript
+
+
+def test_a_hardened_umask_does_not_shut_the_sandbox_out(calc_repo: Path, tmp_path: Path
+                                                        ) -> None:
+    """A root shell or unit with umask 077 made the run's folders the host's alone, and
+    bubblewrap, as the sandbox's uid, could not bind them: every run failed. The bot's
+    processes keep what others may read and enter unmasked (frognano/cli.py)."""
+    code, output, _ = solve(calc_repo, FIXING_SCRIPT, tmp_path, umask=0o077)
+    assert code == 0, output
+    assert "tests_passed" in output and "not reachable by the sandbox uid" not in output
 
 
 def test_solve_fixes_the_bug_and_commits_on_a_new_branch(calc_repo: Path, tmp_path: Path
