@@ -52,6 +52,7 @@ from solver.policy import bot_identity, forbidden_paths
 from solver.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from solver.report import CandidatesReport
 from solver.setup.package_index import NO_INDEX, PackageIndex
+from solver.setup.project_files import tree_reader
 from solver.setup.python_setup import infer_python_setup
 from solver.verdict.repo_tests import detect_test_command
 from solver.verdict.suite_paths import is_test_config, is_test_path
@@ -266,9 +267,9 @@ class RunRequest:
     def read_config(self, host: HostRepo) -> RepoConfig:
         if self.config is not None:
             return self.config
-        config_file = host.work_tree / CONFIG_PATH  # the setup tree: no model wrote it
-        return parse_repo_config(config_file.read_text(encoding="utf-8", errors="replace")
-                                 if config_file.is_file() else None)
+        # The setup tree (no model wrote it), never through a committed link: a link to a
+        # host file would make the worker read its own file as the repository's settings.
+        return parse_repo_config(tree_reader(host.work_tree)(CONFIG_PATH))
 
 
 @dataclass

@@ -92,23 +92,25 @@ class _Plan:
         return {requirement_name(r) for r in [*self.declared, *self.added]}
 
 
+# Every file is read through `tree_reader`: a committed link (`pyproject.toml ->
+# /etc/...`) would make the host read its own files as the project's.
 def _pyproject(root: Path) -> dict:
-    path = root / "pyproject.toml"
-    if not path.is_file():
+    text = tree_reader(root)("pyproject.toml")
+    if text is None:
         return {}
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return {}
 
 
 def _setup_cfg(root: Path) -> configparser.ConfigParser | None:
-    path = root / "setup.cfg"
-    if not path.is_file():
+    text = tree_reader(root)("setup.cfg")
+    if text is None:
         return None
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read_string(path.read_text(encoding="utf-8", errors="replace"))
+        parser.read_string(text)
     except configparser.Error:
         return None
     return parser
@@ -117,10 +119,9 @@ def _setup_cfg(root: Path) -> configparser.ConfigParser | None:
 def _setup_py_extras(root: Path) -> dict[str, list[str]]:
     """`extras_require` of setup.py, read as literals from its syntax tree (never run):
     a dict literal in the call, or one assigned to a name the call passes."""
-    path = root / "setup.py"
-    if not path.is_file():
+    text = tree_reader(root)("setup.py")
+    if text is None:
         return {}
-    text = path.read_text(encoding="utf-8", errors="replace")
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -325,9 +326,7 @@ def _needs_scm_version(root: Path) -> bool:
                        (hatch.get("version"), "fallback-version")):
         if isinstance(table, dict) and table.get(key):
             return False
-    setup_py = root / "setup.py"
-    uses_scm_kwarg = setup_py.is_file() and "use_scm_version" in setup_py.read_text(
-        encoding="utf-8", errors="replace")
+    uses_scm_kwarg = "use_scm_version" in (tree_reader(root)("setup.py") or "")
     return bool(names & set(SCM_VERSION_PLUGINS)) or uses_scm_kwarg
 
 

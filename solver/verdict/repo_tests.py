@@ -129,11 +129,11 @@ def _has_python_tests(root: Path) -> bool:
 
 
 def _npm_test_script(root: Path) -> bool:
-    package = root / "package.json"
-    if not package.is_file():
+    package = tree_reader(root)("package.json")  # never a committed link's target
+    if package is None:
         return False
     try:
-        scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts", {})
+        scripts = json.loads(package).get("scripts", {})
     except (json.JSONDecodeError, AttributeError):
         return False
     test = scripts.get("test", "") if isinstance(scripts, dict) else ""
@@ -142,11 +142,9 @@ def _npm_test_script(root: Path) -> bool:
 
 def _make_test_target(root: Path) -> bool:
     for name in ("Makefile", "makefile", "GNUmakefile"):
-        makefile = root / name
-        if makefile.is_file():
-            text = makefile.read_text(encoding="utf-8", errors="replace")
-            if re.search(r"^test\s*:", text, re.MULTILINE):
-                return True
+        text = tree_reader(root)(name)
+        if text is not None and re.search(r"^test\s*:", text, re.MULTILINE):
+            return True
     return False
 
 

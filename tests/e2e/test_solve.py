@@ -60,6 +60,29 @@ def test_a_hardened_umask_does_not_shut_the_sandbox_out(calc_repo: Path, tmp_pat
     assert "tests_passed" in output and "not reachable by the sandbox uid" not in output
 
 
+def test_a_committed_link_to_a_host_file_is_not_read_as_the_project(calc_repo: Path,
+                                                                   tmp_path: Path) -> None:
+    """The repository's own move: `pyproject.toml` committed as a link to a file of the
+    worker host. The inferred setup read it through the link and put what it held (here a
+    Poetry group naming a host secret) into the setup command, the transcript and the PR
+    body. Now every project file is read only where it is not a link."""
+    host_file = tmp_path / "host-secret.toml"
+    host_file.write_text("[build-system]\nrequires = ['poetry-core']\n\n"
+                         "[tool.poetry.group.test.dependencies]\nhost-secret-7c1d = '*'\n")
+    (calc_repo / "pyproject.toml").symlink_to(host_file)
+    # And the bot's own settings file, linked to a host file that says which command runs.
+    host_config = tmp_path / "host-config.yml"
+    host_config.write_text("test: echo host-secret-7c1d\n")
+    (calc_repo / ".github").mkdir()
+    (calc_repo / ".github" / "frognano.yml").symlink_to(host_config)
+    git(calc_repo, "add", "pyproject.toml", ".github/frognano.yml")
+    git(calc_repo, "commit", "-qm", "a link to the host")
+    code, output, transcript = solve(calc_repo, FIXING_SCRIPT, tmp_path)
+    assert code == 0, output
+    assert "host-secret-7c1d" not in output + transcript.read_text()
+    assert "inferred (no `setup:` given)" not in output, "nothing to infer from a link"
+
+
 def test_solve_fixes_the_bug_and_commits_on_a_new_branch(calc_repo: Path, tmp_path: Path
                                                          ) -> None:
     head = git(calc_repo, "rev-parse", "HEAD").strip()
