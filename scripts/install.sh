@@ -89,10 +89,38 @@ elif [ "$(id -u)" -eq 0 ]; then
 else
   venv="${XDG_DATA_HOME:-$HOME/.local/share}/frognano/venv"
 fi
+# As root the sandbox runs repositories' commands as other uids, with this venv's python
+# and packages (pytest, the database clients) on its PATH: they must be able to enter
+# every folder on the way, the Python the venv was made from included (pyenv's lives
+# under /root). closed_dir prints the first folder on the way to $1 they cannot enter.
+closed_dir() {
+  local dir="$1"
+  [ -n "$dir" ] || return 0
+  while [ "$dir" != / ]; do
+    case "$(stat -L -c %A "$dir" 2>/dev/null)" in *[xt]) ;; *) printf '%s' "$dir"; return 0 ;; esac
+    dir="$(dirname "$dir")"
+  done
+}
+base_of() { "$1" -c 'import sys; print(sys.base_prefix)' 2>/dev/null || true; }
+maker=python3
+if [ "$(id -u)" -eq 0 ]; then
+  closed="$(closed_dir "$(base_of python3)")"
+  if [ -n "$closed" ] && [ -x /usr/bin/python3 ]; then
+    echo "the sandbox's uids cannot enter $closed, where $(command -v python3) lives:" \
+         "the venv is made with /usr/bin/python3"
+    maker=/usr/bin/python3
+  fi
+  closed="$(closed_dir "$(base_of "$venv/bin/python")")"
+  if [ -x "$venv/bin/python" ] && [ -n "$closed" ]; then
+    echo "the venv $venv was made by a Python under $closed, which the sandbox's uids" \
+         "cannot enter: making it again with $maker"
+    "$maker" -m venv --clear "$venv"
+  fi
+fi
 if [ ! -x "$venv/bin/python" ]; then
   echo "creating the virtual environment $venv"
   mkdir -p "$(dirname "$venv")"
-  python3 -m venv "$venv"
+  "$maker" -m venv "$venv"
 fi
 cmake_args="$(cuda_cmake_args)"
 if [ -n "$cmake_args" ] && ! "$venv/bin/python" -c "import llama_cpp, sys; \
@@ -109,9 +137,8 @@ fi
 echo "installing frognano-bot into $venv (llama-cpp-python builds from source: 6-10 minutes)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".${extras}"
 
-# As root the sandbox runs repositories' commands as other uids, with this venv's python
-# and packages (pytest, the database clients) on its PATH: they must be able to read it,
-# whatever umask made it before. A parent they cannot enter hides it: say which, and how.
+# The sandbox's uids read the venv whatever umask made it before; a parent they cannot
+# enter hides it: say which, and how.
 if [ "$(id -u)" -eq 0 ]; then
   chmod -R a+rX "$venv"
   if [ "$venv" = /opt/frognano/venv ]; then
@@ -120,18 +147,13 @@ if [ "$(id -u)" -eq 0 ]; then
     case "$(stat -L -c %A /opt)" in *[xt]) ;; *) chmod o+x /opt
       echo "opened /opt to other users (o+x): the sandbox's uids read the venv there" ;; esac
   fi
-  dir="$(dirname "$venv")"
-  while [ "$dir" != / ]; do
-    case "$(stat -L -c %A "$dir")" in
-      *[xt]) ;;
-      *) echo "warning: the sandbox's uids cannot enter $dir, so they cannot use the" \
-              "venv $venv (commands in the sandbox get the system python3 without its" \
-              "packages): chmod o+x $dir, or install to a venv elsewhere" \
-              "(FROGNANO_VENV=/opt/frognano/venv)" >&2
-         break ;;
-    esac
-    dir="$(dirname "$dir")"
-  done
+  closed="$(closed_dir "$(dirname "$venv")")"
+  if [ -n "$closed" ]; then
+    echo "warning: the sandbox's uids cannot enter $closed, so they cannot use the" \
+         "venv $venv (commands in the sandbox get the system python3 without its" \
+         "packages): chmod o+x $closed, or install to a venv elsewhere" \
+         "(FROGNANO_VENV=/opt/frognano/venv)" >&2
+  fi
 fi
 
 if [ -z "${VIRTUAL_ENV:-}" ]; then

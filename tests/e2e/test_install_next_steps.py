@@ -115,3 +115,41 @@ def test_a_root_install_leaves_its_venv_readable_by_the_sandbox_uids(tmp_path: P
     assert f"warning: the sandbox's uids cannot enter {parent}, so they cannot use the " \
         f"venv {venv}" in done.stderr, done.stderr
     assert f"chmod o+x {parent}" in done.stderr
+
+
+@needs_system_tools
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox runs as other uids only as root")
+def test_a_venv_made_by_a_python_the_sandbox_cannot_enter_is_made_again(tmp_path: Path
+                                                                         ) -> None:
+    """pyenv's Python lives under /root (0700): a venv made from it left every sandbox with
+    the system python3 and none of the worker's packages. The script makes such a venv
+    again, with a Python the sandbox's uids can enter."""
+    bin_dir = _tool_dir(tmp_path, smi_output=None, nvcc=False)
+    for tool in INSTALL_TOOLS:
+        os.symlink(shutil.which(tool), bin_dir / tool)  # type: ignore[arg-type]
+    closed = tmp_path / "root-only" / "pyenv"
+    closed.mkdir(parents=True)
+    closed.parent.chmod(0o700)
+    log, venv = tmp_path / "calls.log", fake_venv(tmp_path)
+    (venv / "bin" / "python").write_text(
+        f"#!/bin/sh\ncase \"$*\" in *base_prefix*) echo {closed} ;; esac\nexit 0\n")
+    # The python3 on PATH: the system's, as far as the script can tell; it logs its calls
+    # and, asked for a venv, makes one whose python is open to everyone.
+    (bin_dir / "python3").write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+  *base_prefix*) echo /usr ;;
+  "-m venv --clear "*) printf '#!/bin/sh\\nexit 0\\n' > "$4/bin/python" ;;
+esac
+exit 0
+""")
+    (bin_dir / "python3").chmod(0o755)
+    done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=60,
+                          env={"PATH": str(bin_dir), "HOME": str(tmp_path),
+                               "FROGNANO_VENV": str(venv),
+                               "FROGNANO_BIN_DIR": str(tmp_path / "links")})
+    assert done.returncode == 0, done.stderr
+    assert f"the venv {venv} was made by a Python under {closed.parent}, which the " \
+        "sandbox's uids cannot enter: making it again with python3" in done.stdout
+    assert f"-m venv --clear {venv}" in log.read_text().splitlines()
+    assert "base_prefix" not in (venv / "bin" / "python").read_text()
