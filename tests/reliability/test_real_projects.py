@@ -153,6 +153,21 @@ PROJECTS = {
                                       "    assert days_left(datetime.date(2026, 12, 25)) == 24"
                                       "\n\n\ndef test_pytest_is_the_pinned_one():\n"
                                       "    assert pytest.__version__.startswith('8.')\n"}),
+    # pytest 9's native `[tool.pytest]` table, the only place that names the test files
+    # (`check_*.py`): a pytest that ignores the table (Debian's 7.2) collects nothing.
+    "pytest9-native": Project(
+        "tally", "", ("checks/check_tally.py::test_total",),
+        ("tally/__init__.py", "return sum(counts) - 1", "return sum(counts)"),
+        needs=("pytest-9",), shape="hatchling, pytest 9's native `[tool.pytest]` table "
+                                   "naming `check_*.py` files (written by the test)", files={
+            "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\n'
+                              'build-backend = "hatchling.build"\n\n[project]\n'
+                              'name = "tally"\nversion = "1.0"\n\n[tool.pytest]\n'
+                              'testpaths = ["checks"]\npython_files = ["check_*.py"]\n',
+            "tally/__init__.py": "def total(counts):\n    return sum(counts) - 1\n",
+            "checks/check_tally.py": "from tally import total\n\n\ndef test_total():\n"
+                                     "    assert total([1, 2, 3]) == 6\n\n\n"
+                                     "def test_empty():\n    assert total([]) <= 0\n"}),
     # Doctests: pytest.ini's `--doctest-modules`; the bug fails one doctest and no test.
     "inflect": Project(
         "inflect", "inflect-7.5.0-planted.tar.gz", ("inflect/__init__.py::inflect.joinstem",),
