@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from solver.setup.poetry import groups, requirement, specifier
-from solver.setup.python_setup import infer_python_setup
+from solver.setup.python_setup import InferredSetup, infer_python_setup
 
 POETRY_BUILD = ("[build-system]\nrequires = ['poetry-core']\n"
                 "build-backend = 'poetry.core.masonry.api'\n\n"
@@ -55,13 +55,18 @@ def test_what_is_not_rewritten_keeps_the_package_unpinned_or_leaves_it_out() -> 
                                                                  "3.11.2"})
 
 
-def test_the_test_group_is_installed_and_the_others_are_not(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text(
-        POETRY_BUILD + "[tool.poetry.group.test.dependencies]\npytest = '^8.0'\n"
-        "freezegun = {version = '^1.2'}\nlocal-helper = {path = 'helpers'}\n\n"
-        "[tool.poetry.group.docs.dependencies]\nsphinx = '*'\n")
-    setup = infer_python_setup(tmp_path)
+def _inferred(root: Path, groups_toml: str) -> InferredSetup:
+    """The setup inferred for a Poetry project with these group tables."""
+    (root / "pyproject.toml").write_text(POETRY_BUILD + groups_toml)
+    setup = infer_python_setup(root)
     assert setup is not None
+    return setup
+
+
+def test_the_test_group_is_installed_and_the_others_are_not(tmp_path: Path) -> None:
+    setup = _inferred(tmp_path, "[tool.poetry.group.test.dependencies]\npytest = '^8.0'\n"
+                      "freezegun = {version = '^1.2'}\nlocal-helper = {path = 'helpers'}\n\n"
+                      "[tool.poetry.group.docs.dependencies]\nsphinx = '*'\n")
     assert setup.command.endswith("pip install -e . 'pytest<9,>=8.0' 'freezegun<2,>=1.2'"), \
         setup.command
     assert "sphinx" not in setup.command and "requests" not in setup.command
@@ -72,11 +77,10 @@ def test_the_test_group_is_installed_and_the_others_are_not(tmp_path: Path) -> N
 def test_the_old_dev_dependencies_table_and_a_group_that_lists_pytest(tmp_path: Path) -> None:
     old = {"tool": {"poetry": {"dev-dependencies": {"pytest": "^7.0", "black": "*"}}}}
     assert groups(old)["dev"].requirements == ("pytest<8,>=7.0", "black")
-    (tmp_path / "pyproject.toml").write_text(
-        POETRY_BUILD + "[tool.poetry.group.lint.dependencies]\nruff = '*'\n\n"
-        "[tool.poetry.group.ci.dependencies]\npytest-mock = '^3'\npytest = '>=8'\n")
-    assert infer_python_setup(tmp_path).command.endswith(  # type: ignore[union-attr]
-        "pip install -e . 'pytest-mock<4,>=3' 'pytest>=8'")
+    setup = _inferred(tmp_path, "[tool.poetry.group.lint.dependencies]\nruff = '*'\n\n"
+                      "[tool.poetry.group.ci.dependencies]\npytest-mock = '^3'\n"
+                      "pytest = '>=8'\n")
+    assert setup.command.endswith("pip install -e . 'pytest-mock<4,>=3' 'pytest>=8'")
 
 
 def test_a_malformed_poetry_table_is_no_group() -> None:
@@ -87,13 +91,10 @@ def test_a_malformed_poetry_table_is_no_group() -> None:
 
 
 def test_a_hostile_name_never_reaches_pip_as_an_option(tmp_path: Path) -> None:
-    """A pyproject an issue's author wrote: a "dependency" named as a pip option, or as a
-    shell command, is left out (and named), never passed on."""
-    (tmp_path / "pyproject.toml").write_text(
-        POETRY_BUILD + "[tool.poetry.group.test.dependencies]\npytest = '*'\n"
-        "'--index-url=http://198.51.100.7/simple' = '*'\n'-rconstraints.txt' = 'junk'\n"
-        "'x; $(touch pwned)' = '*'\n")
-    setup = infer_python_setup(tmp_path)
-    assert setup is not None
+    """A hostile repository's pyproject.toml: a "dependency" named as a pip option, or as
+    a shell command, is left out (and named), never passed on."""
+    setup = _inferred(tmp_path, "[tool.poetry.group.test.dependencies]\npytest = '*'\n"
+                      "'--index-url=http://198.51.100.7/simple' = '*'\n"
+                      "'-rconstraints.txt' = 'junk'\n'x; $(touch pwned)' = '*'\n")
     assert setup.command.endswith("pip install -e . pytest"), setup.command
     assert "198.51.100.7" in setup.note and "pwned" not in setup.command
