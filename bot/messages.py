@@ -340,8 +340,8 @@ MAX_TEST_FILES = 20
 MAX_COMMAND_CHARS = 1000  # an inferred setup lists every test dependency it found
 
 
-def _more(total: int, shown: int, where: str = "the run page and the transcript") -> str:
-    return f"… and {total - shown} more ({where} list every one)"
+def _more(total: int, shown: int) -> str:
+    return f"… and {total - shown} more (the run page and the transcript list every one)"
 
 
 def _shown_command(command: str) -> str:

@@ -148,17 +148,15 @@ def load_settings() -> BotSettings | None:
         return None
 
 
-def open_umask() -> int:
-    """Clear "others may read and enter" from the umask; the umask now in force.
+def open_umask() -> None:
+    """Clear "others may read and enter" from the umask.
 
     The sandbox runs as other uids (a pool of its own), and bubblewrap, as that uid, binds
     the run's folders and reads its passwd and runner: a hardened umask (077, 027) made
     them the host's alone and shut every run out. Group and write bits stay as the
     operator set them; what must be private (the App's key and its folder) is made
     0600/0700 explicitly, whatever the umask."""
-    current = os.umask(0)
-    os.umask(current & ~0o005)
-    return current & ~0o005
+    os.umask(os.umask(0) & ~0o005)
 
 
 def main(argv: list[str] | None = None) -> int:
