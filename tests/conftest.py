@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -70,3 +72,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_DIR in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A failure's report as it happens, not only in the summary at the end: a CI run cut
+    off by its time limit (its last output is all that is kept) still says what failed.
+    Under pytest-xdist the controller prints it (a worker's report reaches it too)."""
+    if not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    lines = report.longreprtext.splitlines()
+    print(f"\nFAILED {report.nodeid} ({report.when}):\n" + "\n".join(lines[-40:]),
+          file=sys.__stderr__, flush=True)
