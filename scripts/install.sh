@@ -71,13 +71,14 @@ if [ "$missing" = 1 ]; then
     python3-pytest >/dev/null
 fi
 if [ -n "$extras" ] && { ! command -v systemd-analyze >/dev/null 2>&1 || \
-                          ! [ -x /usr/bin/chromium ] || \
+                          ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/curl ] || \
                           ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; }; then
   # The tests verify deploy/'s systemd units with systemd-analyze, render the
   # dashboard in Debian's headless Chromium (driven by playwright, never downloaded),
-  # and run the run store on a private PostgreSQL cluster (initdb + pg_ctl).
+  # and run the run store on a private PostgreSQL cluster (initdb + pg_ctl); the
+  # sandbox scenarios reach out with curl (a fresh Debian machine may lack it).
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq systemd chromium postgresql >/dev/null
+  $sudo apt-get install -y -qq systemd chromium postgresql curl >/dev/null
 fi
 
 if [ -n "${VIRTUAL_ENV:-}" ]; then

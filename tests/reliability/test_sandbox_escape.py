@@ -12,6 +12,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -145,6 +146,9 @@ def test_setup_phase_reaches_what_the_operator_allows(scorecard: Recorder) -> No
                        "nothing: the sandbox's network namespace is its own")
     import http.server
 
+    # The sandbox sees the host's /usr: without curl there, both steps would fail alike.
+    assert Path("/usr/bin/curl").exists(), "no /usr/bin/curl: scripts/install.sh --dev " \
+        "installs it (apt-get install curl)"
     server = http.server.HTTPServer(("127.0.0.2", 0), http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
