@@ -450,6 +450,14 @@ class FakeGitHub:
             self.faults.append(Fault(method.upper(), re.compile(path_regex), status,
                                      dict(headers or {}), {"message": message}, times))
 
+    def answer_next(self, method: str, path_regex: str, status: int, body: dict[str, Any],
+                    *, times: int = 1) -> None:
+        """Answer the next `times` matching requests with `body`, unserved: GitHub holding
+        something else than it was sent (a test of the bot's check of the answer)."""
+        with self.lock:
+            self.faults.append(Fault(method.upper(), re.compile(path_regex), status, {},
+                                     dict(body), times))
+
     def rate_limit_next(self, method: str, path_regex: str, *, reset_in_s: float,
                         status: int = 403, times: int = 1) -> int:
         """The next `times` matching requests meet a spent primary rate limit, answered as

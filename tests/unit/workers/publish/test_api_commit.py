@@ -76,6 +76,34 @@ def test_only_the_changed_paths_are_sent_and_github_holds_the_snapshot(run: Run)
     assert tree_request.body["base_tree"] == run.host.tree_of(run.host.base)
 
 
+def test_a_tree_github_holds_other_than_the_tested_one_is_never_committed(run: Run) -> None:
+    """GitHub's tree must be the snapshot's byte for byte: one that lost the change (as a
+    base_tree merge GitHub reads otherwise would) makes no commit and moves no branch."""
+    (run.host.work_tree / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    snapshot = run.host.snapshot()
+    parent_tree = run.host.tree_of(run.host.base)
+    api = f"{run.fake.api_url}/repos/{OWNER}/{NAME}/git"
+    run.fake.answer_next("POST", r"/git/trees$", 201, {
+        "sha": parent_tree, "url": f"{api}/trees/{parent_tree}", "tree": [],
+        "truncated": False})
+    with pytest.raises(UploadRefused, match="not the tested tree"):
+        create_commit(run.github, run.repo, run.host, tree=snapshot.tree,
+                      parent=run.host.base, message="fix add")
+    assert not [r for r in run.fake.requests if r.path.endswith("/git/commits")]
+
+
+def test_a_blob_github_stores_under_another_sha_stops_the_upload(run: Run) -> None:
+    (run.host.work_tree / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    snapshot = run.host.snapshot()
+    other = "0" * 40
+    run.fake.answer_next("POST", r"/git/blobs$", 201, {
+        "sha": other, "url": f"{run.fake.api_url}/repos/{OWNER}/{NAME}/git/blobs/{other}"})
+    with pytest.raises(UploadRefused, match="calc.py"):
+        create_commit(run.github, run.repo, run.host, tree=snapshot.tree,
+                      parent=run.host.base, message="fix add")
+    assert not [r for r in run.fake.requests if r.path.endswith(("/git/trees", "/git/commits"))]
+
+
 def test_a_workflow_is_never_uploaded_even_past_the_snapshot_check(run: Run) -> None:
     """create_commit checks the paths it sends itself (a replayed tree reaches it
     without a Snapshot): nothing at all is sent."""
