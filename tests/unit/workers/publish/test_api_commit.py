@@ -98,7 +98,7 @@ def test_a_blob_github_stores_under_another_sha_stops_the_upload(run: Run) -> No
     other = "0" * 40
     run.fake.answer_next("POST", r"/git/blobs$", 201, {
         "sha": other, "url": f"{run.fake.api_url}/repos/{OWNER}/{NAME}/git/blobs/{other}"})
-    with pytest.raises(UploadRefused, match="calc.py"):
+    with pytest.raises(UploadRefused, match=r"calc\.py"):
         create_commit(run.github, run.repo, run.host, tree=snapshot.tree,
                       parent=run.host.base, message="fix add")
     assert not [r for r in run.fake.requests if r.path.endswith(("/git/trees", "/git/commits"))]
