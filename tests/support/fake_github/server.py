@@ -446,17 +446,16 @@ class FakeGitHub:
                   headers: dict[str, str] | None = None, *, times: int = 1,
                   message: str = "injected failure") -> None:
         """Answer the next `times` matching requests with `status` instead of serving them."""
-        with self.lock:
-            self.faults.append(Fault(method.upper(), re.compile(path_regex), status,
-                                     dict(headers or {}), {"message": message}, times))
+        self.answer_next(method, path_regex, status, {"message": message}, headers,
+                         times=times)
 
     def answer_next(self, method: str, path_regex: str, status: int, body: dict[str, Any],
-                    *, times: int = 1) -> None:
-        """Answer the next `times` matching requests with `body`, unserved: GitHub holding
-        something else than it was sent (a test of the bot's check of the answer)."""
+                    headers: dict[str, str] | None = None, *, times: int = 1) -> None:
+        """Answer the next `times` matching requests with `body`, unserved: a failure, or
+        GitHub holding something else than it was sent (a test of the bot's check of it)."""
         with self.lock:
-            self.faults.append(Fault(method.upper(), re.compile(path_regex), status, {},
-                                     dict(body), times))
+            self.faults.append(Fault(method.upper(), re.compile(path_regex), status,
+                                     dict(headers or {}), dict(body), times))
 
     def rate_limit_next(self, method: str, path_regex: str, *, reset_in_s: float,
                         status: int = 403, times: int = 1) -> int:

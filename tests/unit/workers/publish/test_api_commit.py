@@ -78,7 +78,7 @@ def test_only_the_changed_paths_are_sent_and_github_holds_the_snapshot(run: Run)
 
 def test_a_tree_github_holds_other_than_the_tested_one_is_never_committed(run: Run) -> None:
     """GitHub's tree must be the snapshot's byte for byte: one that lost the change (as a
-    base_tree merge GitHub reads otherwise would) makes no commit and moves no branch."""
+    base_tree merge GitHub reads otherwise would) is refused before any commit is made."""
     (run.host.work_tree / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     snapshot = run.host.snapshot()
     parent_tree = run.host.tree_of(run.host.base)
