@@ -173,8 +173,9 @@ def _section_lines(heading: str, intro: str, chosen: list[ScenarioRecord]) -> li
     ok = sum(r.outcome == "passed" for r in chosen)
     lines = ["", f"## {heading}", "", f"{intro} {ok} of {len(chosen)} passed.", ""]
     if heading == REAL_PROJECTS:
-        return lines + ["| project | shape | setup inferred | baseline | verdict | seconds |",
-                        "|---|---|---|---|---|---|"] + [_real_project_row(r) for r in chosen]
+        return lines + ["| project | shape | setup inferred | baseline | verdict | evidence "
+                        "| seconds |", "|---|---|---|---|---|---|---|"] \
+            + [_real_project_row(r) for r in chosen]
     lines += ["| scenario | expectation | observed | result | seconds |",
               "|---|---|---|---|---|"]
     for r in chosen:
@@ -185,9 +186,9 @@ def _section_lines(heading: str, intro: str, chosen: list[ScenarioRecord]) -> li
 
 
 def _real_project_row(record: ScenarioRecord) -> str:
-    """project | shape | setup inferred | baseline | verdict | seconds, from what the run
-    recorded: its setup note and test command, its baseline's failing tests, its verdict,
-    the solve's wall time."""
+    """project | shape | setup inferred | baseline | verdict | evidence | seconds, from what
+    the run recorded: its setup note and test command, its baseline's failing tests, its
+    verdict, the tests that fail on the base and pass with the fix, the solve's wall time."""
     seen = record.observed
     setup = str(seen.get("setup") or "none inferred").removeprefix(INFERRED_PREFIX)
     if seen.get("setup exit") not in (0, None):
@@ -205,8 +206,21 @@ def _real_project_row(record: ScenarioRecord) -> str:
         verdict = f"{accepted} (`{seen.get('verdict')}`); ⚠️ known gap: {seen['known gap']}"
     seconds = seen.get("solve seconds", record.seconds)
     cells = (record.key.removeprefix(REAL_PROJECT_KEY), str(seen.get("shape", "")), setup,
-             baseline, verdict)
+             baseline, verdict, _evidence_cell(seen))
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {seconds} |"
+
+
+def _evidence_cell(seen: dict[str, Any]) -> str:
+    """What the verdict showed: the tests that fail on the base and pass with the fix
+    (the run's `evidence`, solver/verdict/evidence.py), or that none did."""
+    reproducing = [str(t) for t in seen.get("reproducing") or []]
+    if "reproducing" not in seen:
+        return "not recorded"
+    if not reproducing:
+        return "⚠️ unverified: no test fails without the fix"
+    shown = ", ".join(f"`{t}`" for t in reproducing[:2])
+    more = f" and {len(reproducing) - 2} more" if len(reproducing) > 2 else ""
+    return f"✅ {len(reproducing)} fail on the base, pass with the fix: {shown}{more}"
 
 
 def render(records: list[ScenarioRecord], missing: list[str]) -> str:
