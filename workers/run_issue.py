@@ -52,6 +52,7 @@ from solver.run import (
     Workspace,
     run,
 )
+from solver.verdict.evidence import reproducing
 from workers import ci_repair
 from workers.context import RunContext
 from workers.coordination import IssueCoordinator
@@ -306,7 +307,7 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
                              .items() if state in ("failed", "error") and t not in excused),
         preexisting=list(verdict.preexisting) if verdict else [],
         flaky=list(verdict.flaky) if verdict else [],
-        evidence=list(verdict.evidence) if verdict else [],
+        evidence=reproducing(verdict.evidence) if verdict else [],
         services=result.services,
     )
 

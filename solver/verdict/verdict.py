@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from solver.verdict.change_flags import ChangeFlag
+from solver.verdict.evidence import MODEL, REPOSITORY, REPRODUCES, TestEvidence, reproducing
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path
 
@@ -33,9 +34,15 @@ class Verdict:
     # both baseline runs and after the change, or flipping between the baseline runs.
     preexisting: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
-    # What shows the change does something: tests that fail on the base code and pass on
-    # the change (a repository test, or one of the model's, run against the base tree).
-    evidence: list[str] = field(default_factory=list)
+    # What shows the change does something, per test (evidence.py): the model's new and
+    # changed tests run against the base tree, and the repository's tests that failed at
+    # baseline and pass on the change.
+    evidence: list[TestEvidence] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        """Whether a test fails on the base code and passes with the change."""
+        return any(entry.kind == REPRODUCES for entry in self.evidence)
 
     def new_tests_summary(self) -> str:
         if not self.new_tests:
@@ -47,7 +54,8 @@ class Verdict:
                 "new_tests": self.new_tests, "mode": self.mode, "flags": self.flags,
                 "read_first": [flag.to_dict() for flag in self.read_first],
                 "preexisting": self.preexisting, "flaky": self.flaky,
-                "evidence": self.evidence}
+                "evidence": [entry.to_dict() for entry in self.evidence],
+                "verified": self.verified}
 
 
 def _counts(tests: dict[str, str]) -> str:
@@ -263,9 +271,11 @@ def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
         return []
     excused = excuse(baseline, reruns.second, final)
     verdict.preexisting, verdict.flaky = sorted(excused.preexisting), sorted(excused.flaky)
-    evidence = repo_evidence(baseline, reruns.second, final)
+    evidence = [TestEvidence(test, REPRODUCES, REPOSITORY, "failed")
+                for test in repo_evidence(baseline, reruns.second, final)]
     if reruns.model_tests_on_base is not None:
-        evidence += model_evidence(new_tests, reruns.model_tests_on_base)
+        evidence += [TestEvidence(test, REPRODUCES, MODEL, "failed")
+                     for test in model_evidence(new_tests, reruns.model_tests_on_base)]
     verdict.evidence = evidence
     if not excused.used(final):
         return []
@@ -317,14 +327,14 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
         reasons += [r for r in checked if r not in reasons]
         flags += [f for f in more if f not in flags]
     verdict.flags = flags
-    if excused.used(final) and verdict.evidence and not set(verdict.evidence) & \
+    if excused.used(final) and verdict.evidence and not set(reproducing(verdict.evidence)) & \
             set(baseline.tests):
         # No test of the repository's shows anything: a new test can check a marker the
         # change adds as well as a fix, and the issue's own test may be among the excused.
         verdict.flags.append(
             f"accepted with {len(verdict.preexisting) + len(verdict.flaky)} test(s) failing "
             "before and after, and the only evidence is the model's own new test(s) ("
-            + _listed(verdict.evidence) + "): check that they test what the issue asks")
+            + _listed(reproducing(verdict.evidence)) + "): check that they test what the issue asks")
     verdict.accepted, verdict.reasons = not reasons, _capped(reasons)
     return verdict
 

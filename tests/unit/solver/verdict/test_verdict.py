@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from solver.setup.python_setup import declared_extras, infer_python_setup
+from solver.verdict.evidence import reproducing
 from solver.verdict.junit_report import (
     parse_go_json,
     parse_junit,
@@ -251,7 +252,7 @@ def test_a_failure_before_and_after_is_excused_with_evidence() -> None:
     assert not decide(RED, final, TreePlan()).accepted  # no second run: today's rule
     result = decide(RED, final, TreePlan(), reruns=Reruns(second=RED))
     assert result.accepted, result.reasons
-    assert result.preexisting == ["t::tz"] and result.evidence == ["t::bug"]
+    assert result.preexisting == ["t::tz"] and reproducing(result.evidence) == ["t::bug"]
     assert result.to_dict()["preexisting"] == ["t::tz"]
 
 
@@ -282,7 +283,7 @@ def test_a_flaky_test_is_named_never_blamed() -> None:
     second = verdict({**RED.tests, "t::ok": "failed"}, exit_code=1)
     result = decide(RED, _after(ok="failed"), TreePlan(), reruns=Reruns(second=second))
     assert result.accepted and result.flaky == ["t::ok"], result.reasons
-    assert result.evidence == ["t::bug"]
+    assert reproducing(result.evidence) == ["t::bug"]
 
 
 def test_green_baseline_needs_no_second_run() -> None:
@@ -305,10 +306,10 @@ def test_the_models_test_is_evidence_only_if_it_fails_on_the_base() -> None:
                               (verdict({**RED.tests, "t": "error"}, 1), True)):
         result = decide(RED, final, plan, added, Reruns(RED, on_base))
         assert result.accepted is accepted, result.reasons
-        assert result.evidence == (["t::new"] if accepted else [])
+        assert reproducing(result.evidence) == (["t::new"] if accepted else [])
         # Said loudly: no repository test shows anything, and t::bug is among the excused.
         assert any("the only evidence is the model's own new test(s) (t::new)" in flag
                    for flag in result.flags) is accepted
     fixed = decide(RED, _after(), plan, verdict({**_after().tests, "t::new": "passed"}, 1),
                    Reruns(RED, verdict({**RED.tests, "t::new": "failed"}, 1)))
-    assert fixed.accepted and fixed.evidence == ["t::bug", "t::new"] and fixed.flags == []
+    assert fixed.accepted and reproducing(fixed.evidence) == ["t::bug", "t::new"] and fixed.flags == []
