@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -326,16 +328,81 @@ def _store(entry: Path, venv: Path, workspace: Path,
         remove_tree(scratch)
 
 
+# The levels from a venv down to an installer package: lib*/python*/site-packages/<name>.
+_INSTALLER_LEVELS: tuple[Callable[[str], bool], ...] = (
+    lambda name: fnmatch.fnmatchcase(name, "lib*"),
+    lambda name: fnmatch.fnmatchcase(name, "python*"),
+    lambda name: name == "site-packages",
+    lambda name: name in INSTALLER_PACKAGES)
+_BYTECODE_MAX_DEPTH = 16  # pip nests 6 levels below its package
+
+
 def drop_installer_bytecode(venv: Path) -> None:
-    """Remove the `__pycache__` folders of INSTALLER_PACKAGES from a venv (host-owned)."""
-    for site in venv.glob("lib*/python*/site-packages"):
-        if site.is_symlink() or not site.is_dir():
+    """Remove the `__pycache__` folders of INSTALLER_PACKAGES from a venv (host-owned).
+
+    The venv is a copy of what setup left, links copied as links: setup can leave `lib`
+    (or `lib64`, `python3.11`, `site-packages`, `pip`) as a link to a host path, and this
+    runs as the worker, root maybe. So every level is opened by name from its parent's
+    descriptor with O_NOFOLLOW and only real directories are entered; a link is never
+    followed, only the run's own folders are emptied."""
+    try:
+        root = os.open(venv, _DIR)
+    except OSError:
+        return
+    try:
+        _drop_below(root, _INSTALLER_LEVELS)
+    finally:
+        os.close(root)
+
+
+def _real_subdirs(fd: int) -> list[str]:
+    """The names of the directory `fd`'s subdirectories that are not links."""
+    try:
+        with os.scandir(fd) as entries:
+            return [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _drop_below(fd: int, levels: tuple[Callable[[str], bool], ...], depth: int = 0) -> None:
+    """Below the directory `fd`: down the `levels` (each a test of a name), then every
+    `__pycache__` of what they lead to, emptied and removed."""
+    for name in _real_subdirs(fd):
+        if levels and not levels[0](name):
             continue
-        for name in INSTALLER_PACKAGES:
-            package = site / name
-            if package.is_dir() and not package.is_symlink():
-                for cache in [p for p in package.rglob("__pycache__") if not p.is_symlink()]:
-                    remove_tree(cache)
+        if not levels and name == "__pycache__":
+            _drop_cache(fd, name)
+            continue
+        if depth >= len(_INSTALLER_LEVELS) + _BYTECODE_MAX_DEPTH:
+            return
+        try:
+            child = os.open(name, _DIR, dir_fd=fd)  # a link swapped in: ELOOP, skipped
+        except OSError:
+            continue
+        try:
+            _drop_below(child, levels[1:], depth + 1)
+        finally:
+            os.close(child)
+
+
+def _drop_cache(parent: int, name: str) -> None:
+    """The `__pycache__` called `name` in the directory `parent`: its files (unlinked,
+    never followed), then itself."""
+    try:
+        fd = os.open(name, _DIR, dir_fd=parent)
+    except OSError:
+        return
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):  # a directory in it stays, and so does it
+                    os.unlink(entry.name, dir_fd=fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(name, dir_fd=parent)
 
 
 def _copy_writes(workspace: Path, written: list[str], dest: Path) -> list[str]:

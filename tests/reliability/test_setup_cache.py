@@ -206,3 +206,44 @@ def test_sandbox_cannot_alter_the_cached_venv(runs: Runs, scorecard: Recorder) -
     assert (venv / "cache-link").is_symlink(), "the setup's link stays a link"
     assert not (cache / "planted").exists() and not (cache / "entries" / "x").exists()
     assert third.result.tests_passed and second.result.tests_passed
+
+
+def test_storing_the_cache_never_follows_a_link_setup_left(
+        runs: Runs, tmp_path: Path, scorecard: Recorder) -> None:
+    """Setup leaves links in its venv to a host folder shaped like a venv's lib (its pip
+    has byte code), under names the store's trim of the installer's byte code walks:
+    `lib-host` (a `lib*`), and `site-packages` and `pip` of a `python*` folder of its own.
+    The store copies them as links; the trim, run as the worker, must not follow them."""
+    record = scorecard("6zl-hostile-venv-link-bytecode",
+                       "Hostile issue: setup leaves links in its venv (`lib-host`, "
+                       "`python3.99/site-packages`, `python3.98/site-packages/pip`) to a "
+                       "host folder holding pip's `__pycache__`, then the venv is stored "
+                       "in the setup cache",
+                       "the store copies the links as links and trims only the run's own "
+                       "byte code: the host folder keeps every file")
+    host = tmp_path / "host-lib"
+    caches = [host / "python3.11" / "site-packages" / "pip" / "__pycache__",
+              host / "python3.11" / "site-packages" / "__pycache__",
+              host / "pip" / "__pycache__"]
+    for cache in caches:
+        cache.mkdir(parents=True)
+        (cache / "keep.cpython-311.pyc").write_bytes(b"host byte code")
+    venv = "/frognano/venv"
+    plant = (f" && ln -s {host} {venv}/lib-host"
+             f" && mkdir -p {venv}/lib/python3.99 {venv}/lib/python3.98/site-packages"
+             f" && ln -s {host}/python3.11/site-packages {venv}/lib/python3.99/site-packages"
+             f" && ln -s {host} {venv}/lib/python3.98/site-packages/pip")
+    first = runs.solve(setup_extra=plant)
+    tail = first.setup["output_tail"]
+    kept = [str(c.relative_to(host)) for c in caches if (c / "keep.cpython-311.pyc").exists()]
+    record.observed = {"stored": "setup cache: stored as entry" in tail,
+                       "host byte code kept": f"{len(kept)} of {len(caches)}"}
+    assert "setup cache: stored as entry" in tail, tail
+    assert len(kept) == len(caches), f"the store deleted host byte code: kept only {kept}"
+    cache = runs.sources.venv_cache_dir
+    assert cache is not None
+    [entry] = [p for p in (cache / "entries").iterdir() if not p.name.startswith(".")]
+    assert (entry / "venv" / "lib-host").is_symlink(), "the link is stored as a link"
+    site = next((entry / "venv").glob("lib/python3.1*/site-packages"))
+    assert not list((site / "pip").rglob("__pycache__")), "the run's own are trimmed"
+    assert first.result.tests_passed, first.result
