@@ -13,14 +13,22 @@ whose code was swapped after collection. The host compares the findings with the
 baseline's, so what the repository itself always does is not held against a change.
 Code that knows about this module can still defeat it (README: residual risk).
 
-It also checks the test machinery by identity, not by file name: when it loads (before
+It also checks the test machinery by what it does, not by file name: when it loads (before
 any repository code runs) it keeps every function and class of pytest, _pytest, pluggy,
-unittest, doctest, builtins and operator, and at the end it names each one that is no
-longer the same object, and each registered plugin whose hook functions are neither
-pytest's own code, a conftest pytest loaded, an installed entry point nor an installed
-module's own functions. For the host's plan of the verdict tree it says what the session
-collected (test modules, doctest items and their examples), which files under the tree
-the tests opened for reading (an audit hook), and the top-level modules installed.
+unittest, doctest, builtins and operator, each function's code, defaults and closure
+cells, and each class's attributes; at the end it names each one that is no longer the
+same object, a function whose code was swapped in place, a class that gained, lost or
+had an attribute replaced, and each registered plugin whose hook functions are neither
+pytest's own code, a conftest pytest loaded, an installed entry point nor the functions
+of a module installed under the site-packages or standard library folders on sys.path
+at load. For the host's plan of the verdict tree it says what the session collected
+(test modules, doctest items and their examples), which files under the tree the tests
+opened for reading (an audit hook), and the top-level modules installed.
+
+Asked to (a file of test ids beside its report), it traces the lines of the tree each of
+those tests runs, setup to teardown: the host's second baseline run asks for the tests
+that failed at baseline, so a change that edits code such a test runs is never excused
+as "failing before and after" (verdict.excuse, touched.py).
 """
 
 from __future__ import annotations
@@ -115,10 +123,80 @@ def _snapshot() -> tuple[dict[str, types.ModuleType], list[tuple[str, Any, str, 
     return modules, members, codes
 
 
+def _functions(value: Any) -> list[tuple[str, types.FunctionType]]:
+    """The Python functions behind a member: itself, a classmethod's or staticmethod's,
+    a property's getter, setter and deleter."""
+    if isinstance(value, property):
+        parts = [(".fget", value.fget), (".fset", value.fset), (".fdel", value.fdel)]
+    else:
+        parts = [("", getattr(value, "__func__", value))]
+    return [(suffix, f) for suffix, f in parts if isinstance(f, types.FunctionType)]
+
+
+def _insides(function: types.FunctionType) -> tuple[Any, ...]:
+    """What a function does besides its identity: its code, defaults and closure cells
+    (each settable in place, so the object stays the same one)."""
+    cells = []
+    for cell in function.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            cells.append(_EMPTY)
+    keywords = function.__kwdefaults__ or {}  # a dict, edited in place: copied
+    return ((function.__code__,), tuple(function.__defaults__ or ()),
+            tuple(x for item in sorted(keywords.items(), key=lambda kv: str(kv[0]))
+                  for x in item), tuple(cells))
+
+
+_EMPTY = object()
+# Written by the interpreter into any class (copyreg's cache on a first copy or pickle).
+_CLASS_CACHES = frozenset({"__slotnames__"})
+
+
+def _classes(modules: dict[str, types.ModuleType]) -> list[tuple[str, type, dict[str, Any]]]:
+    """Each class the machinery modules define, with its attributes as at load."""
+    found = []
+    for name, module in modules.items():
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, type) and getattr(value, "__module__", "") == name:
+                found.append((f"{name}.{attr}", value, dict(vars(value))))
+    return found
+
+
+def _installed_dirs() -> tuple[str, ...]:
+    """The site-packages and standard library folders on sys.path now, before any
+    repository code runs: "installed" means under one of them, never merely outside the
+    repository (a temp folder is not). Not the user's site folder, which the tests may
+    write (HOME), nor a folder inside the tree."""
+    import site
+    import sysconfig
+    roots = {sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib",
+                                                         "platlib")}
+    with contextlib.suppress(Exception):
+        roots.update(site.getsitepackages())
+    roots.update(p for p in sys.path if os.path.basename(p) in ("site-packages",
+                                                                 "dist-packages"))
+    on_path = {os.path.realpath(p) for p in sys.path if p}
+    user = os.path.realpath(site.getusersitepackages() or "/nonexistent")
+    return tuple(sorted(real + os.sep for real in {os.path.realpath(r) for r in roots if r}
+                        if real in on_path and real != user and not _in_repository(real)))
+
+
+def _snapshot_insides(members: list[tuple[str, Any, str, Any]]
+                      ) -> list[tuple[str, types.FunctionType, tuple[Any, ...]]]:
+    return [(qual + suffix, function, _insides(function))
+            for qual, _space, _key, value in members
+            for suffix, function in _functions(value)]
+
+
 try:
     _MODULES, _MEMBERS, _KNOWN_CODE = _snapshot()
+    _INSIDES = _snapshot_insides(_MEMBERS)
+    _CLASSES = _classes(_MODULES)
+    _INSTALLED = _installed_dirs()
 except Exception:  # the guard must never break the run it watches
     _MODULES, _MEMBERS, _KNOWN_CODE = {}, [], set()
+    _INSIDES, _CLASSES, _INSTALLED = [], [], ()
 _MISSING = object()
 
 
@@ -133,14 +211,55 @@ def _replaced() -> list[str]:
         # known code (assertTrue put in assertEqual's place passes any truthy value).
         if now is not value and not _pytest_patches_itself(qual, now):
             found.append(f"{qual} ({'removed' if now is _MISSING else 'replaced'})")
-    return sorted(found)[:_MAX_LISTED]
+    found += _changed_insides() + _changed_classes()
+    return sorted(set(found))[:_MAX_LISTED]
+
+
+def _changed_insides() -> list[str]:
+    """Machinery functions still the same objects whose code, defaults or closure were
+    swapped in place (`f.__code__ = g.__code__` keeps `f`'s identity)."""
+    found = []
+    for qual, function, before in _INSIDES:
+        now = _insides(function)
+        for part, was, is_ in zip(("code", "defaults", "keyword defaults", "closure"),
+                                  before, now, strict=True):
+            if len(was) != len(is_) or any(a is not b for a, b in zip(was, is_, strict=True)):
+                found.append(f"{qual} ({part} replaced in place)")
+    return found
+
+
+def _behaves(value: Any) -> bool:
+    """A class attribute that is code (a function, a class) or a descriptor (a property)
+    changes what the class does; plain data there is state pytest keeps as it runs
+    (`pytestPDB._config`, a warning shown once)."""
+    return value is not _MISSING and (callable(value) or hasattr(type(value), "__get__"))
+
+
+def _changed_classes() -> list[str]:
+    """Attributes added to, removed from or replaced on a machinery class: a property
+    planted on Session (`testsfailed` stuck at 0) is an attribute the class never had."""
+    found = []
+    for qual, cls, before in _CLASSES:
+        now = dict(vars(cls))
+        for key in (before.keys() | now.keys()) - _CLASS_CACHES:
+            was, is_ = before.get(key, _MISSING), now.get(key, _MISSING)
+            if was is is_ or _pytest_patches_itself(qual, is_) \
+                    or not (_behaves(was) or _behaves(is_)):
+                continue
+            what = "added" if was is _MISSING else "removed" if is_ is _MISSING \
+                else "replaced"
+            found.append(f"{qual}.{key} ({what})")
+    return found
 
 
 def _pytest_patches_itself(qual: str, value: Any) -> bool:
-    function = getattr(value, "__func__", getattr(value, "fget", value))
-    owner = (getattr(function, "__module__", None) or "").split(".")[0]
-    return (qual.split(".")[0] in ("_pytest", "pluggy") and owner in ("_pytest", "pluggy")
-            and getattr(function, "__code__", None) in _KNOWN_CODE)
+    """pytest's own functions (a property of them) set by pytest on its own classes:
+    legacypath adds `Node.fspath`, `Config.rootdir`, … at configure."""
+    functions = [f for _, f in _functions(value)]
+    return (qual.split(".")[0] in ("_pytest", "pluggy") and bool(functions)
+            and all((getattr(f, "__module__", None) or "").split(".")[0]
+                    in ("_pytest", "pluggy") and f.__code__ in _KNOWN_CODE
+                    for f in functions))
 
 
 def _explained(function: Any) -> bool:
@@ -159,8 +278,9 @@ def _explained(function: Any) -> bool:
         return False
     path = getattr(module, "__file__", None)
     if not isinstance(path, str) or _in_repository(path) \
-            or os.path.realpath(code.co_filename) != os.path.realpath(path):
-        return False
+            or os.path.realpath(code.co_filename) != os.path.realpath(path) \
+            or not os.path.realpath(path).startswith(_INSTALLED):
+        return False  # a module written to /tmp at run time is not installed
     spaces = [vars(module), *(vars(v) for v in vars(module).values()
                               if isinstance(v, type) and v.__module__ == name)]
     return any(getattr(v, "__func__", v) is function for space in spaces
@@ -343,7 +463,8 @@ def pytest_unconfigure(config) -> None:
         findings = {"plugins": _plugins(config), "patched": _patched(),
                     "import_hooks": _import_hooks(),
                     "swapped": _swapped(session) if session is not None else [],
-                    "replaced": _replaced(), "foreign_plugins": _foreign_plugins(config),
+                    "replaced": _replaced() + _retyped(session),
+                    "foreign_plugins": _foreign_plugins(config),
                     "opened": _opened_files(), "top_level": _top_level(),
                     **{k: sorted(set(v))[:_MAX_LISTED] for k, v in _session_items.items()}}
     except Exception as exc:  # the guard must never break the run it watches
@@ -357,3 +478,22 @@ def pytest_unconfigure(config) -> None:
 
 def pytest_sessionstart(session) -> None:
     session.config._frognano_session = session
+    _types.update(_live_types(session))
+
+
+_types: dict[str, type] = {}
+
+
+def _live_types(session: Any) -> dict[str, type]:
+    """The classes of the session's own objects: a class swapped on the instance
+    (`session.__class__ = WithTestsfailedAtZero`) leaves the Session class untouched."""
+    config = getattr(session, "config", None)
+    return {"session": type(session), "config": type(config),
+            "plugin manager": type(getattr(config, "pluginmanager", None))}
+
+
+def _retyped(session: Any) -> list[str]:
+    if session is None or not _types:
+        return []
+    return [f"the {name}'s class ({now.__qualname__})"
+            for name, now in _live_types(session).items() if now is not _types.get(name)]
