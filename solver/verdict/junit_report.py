@@ -46,6 +46,13 @@ TEST_ID_MAX_CHARS = 2_000  # a longer id keeps its head and a hash of the whole
 # A status ranks above those before it: a test that failed in its call and errored in
 # teardown is reported once, as failed.
 _RANK = ("passed", "skipped", "xfailed", "error", "failed")
+# Of a failing test, what its report says the failure was (evidence.py tells a fix from a
+# new feature by it): the element's `type` and `message`, the tail of its text, and the
+# summary kept; for at most FAILURES_KEPT tests a run.
+FAILURE_ATTR_CHARS = 2_000
+FAILURE_TEXT_CHARS = 4_000
+FAILURE_SUMMARY_CHARS = 300
+FAILURES_KEPT = 5_000
 
 
 @dataclass(frozen=True)
@@ -199,13 +206,13 @@ def documents(kind: str, writes: list[bytes]) -> list[bytes]:
     return [part for part in parts if part.strip()]
 
 
-def merge_reports(kind: str, writes: list[bytes],
-                  refusals: list[str] | None = None) -> dict[str, str] | None:
+def merge_reports(kind: str, writes: list[bytes], refusals: list[str] | None = None,
+                  failures: dict[str, str] | None = None) -> dict[str, str] | None:
     """One result per test over every write; None if any write is unreadable (why a
-    bound refused one goes to `refusals`)."""
+    bound refused one goes to `refusals`; each failing test's summary to `failures`)."""
     merged: dict[str, str] = {}
     for data in writes:
-        tests = parse_report(kind, data, refusals)
+        tests = parse_report(kind, data, refusals, failures)
         if tests is None:
             return None
         for test, status in tests.items():
@@ -251,12 +258,18 @@ class ReportRefused(Exception):
 
 class _JunitReader:
     """expat handlers that keep only the results: one open testcase per nesting level,
-    the counts that bound the parse, never the elements or their text."""
+    the counts that bound the parse, never the elements or their text; of a failing
+    test, a bounded summary of its failure (`failure_summary`)."""
 
     def __init__(self) -> None:
         self.results: dict[str, str] = {}
+        self.failures: dict[str, str] = {}  # test id → "Type: message", bounded
         self.cases: list[tuple[int, dict[str, str], list[str]]] = []  # depth, attrs, status
         self.depth = self.elements = 0
+        # The failure or error element being read: its attributes, its text's tail.
+        self.failure: tuple[int, dict[str, str]] | None = None
+        self.text: list[str] = []
+        self.text_chars = 0
 
     def start(self, tag: str, attrs: dict[str, str]) -> None:
         self.depth += 1
@@ -273,33 +286,90 @@ class _JunitReader:
             elif tag == "skipped":
                 xfail = attrs.get("type") == "pytest.xfail"
                 status[0] = _worse(status[0], "xfailed" if xfail else "skipped")
+            if tag in ("failure", "error") and len(status) == 1:  # the first one tells
+                self.failure = (self.depth, {k: attrs[k][:FAILURE_ATTR_CHARS]
+                                             for k in ("type", "message") if k in attrs})
+                self.text, self.text_chars = [], 0
         if tag == "testcase":
             kept: dict[str, str] = {k: attrs[k] for k in ("name", "classname", "file")
                                     if k in attrs}
             self.cases.append((self.depth, kept, ["passed"]))
 
+    def data(self, text: str) -> None:
+        """A failure's text, of which only the tail is kept: its last lines name the
+        exception."""
+        if self.failure is None:
+            return
+        self.text.append(text)
+        self.text_chars += len(text)
+        if self.text_chars > 2 * FAILURE_TEXT_CHARS:
+            kept = "".join(self.text)[-FAILURE_TEXT_CHARS:]
+            self.text, self.text_chars = [kept], len(kept)
+
     def end(self, tag: str) -> None:
+        if self.failure is not None and self.failure[0] == self.depth:
+            attrs = self.failure[1]
+            self.cases[-1][2].append(failure_summary(
+                attrs.get("type", ""), attrs.get("message", ""),
+                "".join(self.text)[-FAILURE_TEXT_CHARS:]))
+            self.failure = None
         if tag == "testcase" and self.cases and self.cases[-1][0] == self.depth:
             _depth, attrs, status = self.cases.pop()
             test_id = _node_id(attrs)
             self.results[test_id] = _worse(self.results.get(test_id), status[0])
+            if len(status) > 1 and status[0] in ("failed", "error") \
+                    and test_id not in self.failures and len(self.failures) < FAILURES_KEPT:
+                self.failures[test_id] = status[1]
             if len(self.results) > JUNIT_MAX_TESTS:
                 raise ReportRefused(f"over {JUNIT_MAX_TESTS:,} tests")
         self.depth -= 1
+
+
+# An exception's name as Python prints it: `ValueError`, `pkg.errors.Bad`.
+_EXCEPTION = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt|"
+                        r"Iteration))(?::\s*(.*))?$", re.DOTALL)
+_TEXT_EXCEPTION = re.compile(r"^E\s+([A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|"
+                             r"Interrupt|Iteration))(?::[ \t]*(.*))?$", re.MULTILINE)
+_WRAPPED = re.compile(r'^failed on (?:setup|teardown) with "(.*)"$', re.DOTALL)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def failure_summary(kind: str, message: str, text: str) -> str:
+    """"Type: message" of a failing test's report element (untrusted: the code under test
+    writes the message), at most FAILURE_SUMMARY_CHARS on one line. pytest's `message`
+    is the exception (`AttributeError: …`; an assert's without its name); a collection
+    error's is "collection failure", and its text's last `E   Type: …` line tells."""
+    message = _WRAPPED.sub(r"\1", message.strip())
+    found = _EXCEPTION.match(message)
+    if found:
+        summary = f"{found.group(1)}: {found.group(2) or ''}"
+    elif message.startswith("assert"):
+        summary = f"AssertionError: {message}"
+    else:
+        in_text = list(_TEXT_EXCEPTION.finditer(text))
+        if in_text:
+            summary = f"{in_text[-1].group(1)}: {in_text[-1].group(2) or ''}"
+        elif re.search(r"^E\s+assert\b", text, re.MULTILINE):
+            summary = f"AssertionError: {message}"
+        else:
+            summary = f"{kind or 'failure'}: {message}"
+    return _CONTROL.sub(" ", summary).strip()[:FAILURE_SUMMARY_CHARS]
 
 
 def _no_doctype(*_args: object) -> None:
     raise ReportRefused("a DOCTYPE (pytest writes none; entities are how XML blows up)")
 
 
-def parse_junit(data: bytes, refusals: list[str] | None = None) -> dict[str, str] | None:
+def parse_junit(data: bytes, refusals: list[str] | None = None,
+                failures: dict[str, str] | None = None) -> dict[str, str] | None:
     """test id → passed/failed/error/skipped/xfailed; None when the XML is unreadable,
     declares a DOCTYPE, or passes a bound (elements, nesting, tests), which is then said
-    in `refusals`."""
+    in `refusals`. Each failing test's `failure_summary` goes to `failures`."""
     reader = _JunitReader()
     parser = expat.ParserCreate()
     parser.StartElementHandler = reader.start
     parser.EndElementHandler = reader.end
+    parser.CharacterDataHandler = reader.data
     parser.StartDoctypeDeclHandler = _no_doctype
     parser.EntityDeclHandler = _no_doctype
     try:
@@ -310,6 +380,8 @@ def parse_junit(data: bytes, refusals: list[str] | None = None) -> dict[str, str
         return None
     except expat.ExpatError:
         return None
+    if failures is not None:
+        failures.update(reader.failures)
     return reader.results
 
 
@@ -349,8 +421,8 @@ def go_output(data: bytes) -> str:
     return "".join(parts)
 
 
-def parse_report(kind: str, data: bytes | None,
-                 refusals: list[str] | None = None) -> dict[str, str] | None:
+def parse_report(kind: str, data: bytes | None, refusals: list[str] | None = None,
+                 failures: dict[str, str] | None = None) -> dict[str, str] | None:
     if data is None or kind == "none":
         return None
-    return parse_junit(data, refusals) if kind == "junit" else parse_go_json(data)
+    return parse_junit(data, refusals, failures) if kind == "junit" else parse_go_json(data)

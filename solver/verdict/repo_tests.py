@@ -57,6 +57,9 @@ class TestVerdict:
     report_writes: int = 0
     guard: dict[str, list[str]] | None = None
     changed_during_run: list[str] = field(default_factory=list)
+    # Failing test id → what its report says the failure was ("AttributeError: …", at
+    # most a few hundred characters of untrusted text; junit_report.failure_summary).
+    failures: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -86,6 +89,7 @@ class TestVerdict:
             "report_writes": self.report_writes,
             "guard": self.guard,
             "changed_during_run": self.changed_during_run,
+            "failures": dict(list(self.failures.items())[:100]),
             "output_tail": self.output[-output_chars:],
         }
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from solver.verdict.change_flags import ChangeFlag
-from solver.verdict.evidence import MODEL, REPOSITORY, REPRODUCES, TestEvidence, reproducing
+from solver.verdict.evidence import (
+    REPOSITORY,
+    REPRODUCES,
+    TestEvidence,
+    model_evidence,
+    repository_evidence,
+    reproducing,
+)
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path
 
@@ -175,12 +182,16 @@ PER_TEST = ("junit", "go-json")  # reports that give each test's status
 
 @dataclass(frozen=True)
 class Reruns:
-    """The runs that tell a baseline failure the change is not blamed for: the base once
-    more (`second`), and the model's new tests against the base tree (`model_tests_on_base`)
-    when they are the only possible evidence. None: not needed, so not run."""
+    """The runs that tell what the change does: the base once more (`second`, when a
+    baseline failure still fails after the change), and the model's new and changed tests
+    against the base tree (`model_tests_on_base`, whenever it has some). None: not run.
+    With them, what the evidence is read by (evidence.py): the names the change's code
+    adds, and which original test ids the model changed."""
 
     second: TestVerdict | None = None
     model_tests_on_base: TestVerdict | None = None
+    new_names: frozenset[str] = frozenset()
+    changed_tests: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,20 +242,6 @@ def repo_evidence(baseline: TestVerdict, second: TestVerdict, final: TestVerdict
                   and second.tests.get(test) in BAD and final.tests.get(test) == "passed")
 
 
-def model_evidence(new_tests: dict[str, str], on_base: TestVerdict) -> list[str]:
-    """The model's new tests that pass on the change and fail on the base code (or whose
-    module cannot even be collected there); `assert True` passes on both."""
-    if on_base.report not in PER_TEST:
-        return []
-    found = []
-    for test, status in sorted(new_tests.items()):
-        before = on_base.tests.get(test)
-        module_broken = on_base.tests.get(test.split("::")[0]) in BAD
-        if status == "passed" and (before in BAD or (before is None and module_broken)):
-            found.append(test)
-    return found
-
-
 def _original_tests(baseline: TestVerdict, final: TestVerdict, excused: frozenset[str]
                     ) -> tuple[list[str], list[str], str]:
     """The repository's own tests on the change: (reasons, notes, mode)."""
@@ -262,24 +259,36 @@ def _listed(tests: list[str], limit: int = 10) -> str:
                                        if len(tests) > limit else "")
 
 
+def gather_evidence(baseline: TestVerdict, final: TestVerdict,
+                    with_model_tests: TestVerdict | None, new_tests: dict[str, str],
+                    reruns: Reruns) -> list[TestEvidence]:
+    """Every test that tells what the change does (evidence.py): the repository's that
+    failed at baseline and pass now, then the model's new and changed ones as they ended
+    on the base tree. Nothing from a run without a per-test report."""
+    if baseline.report not in PER_TEST or final.report != baseline.report:
+        return []
+    found = repository_evidence(baseline, reruns.second, final, reruns.new_names)
+    on_base = reruns.model_tests_on_base
+    if on_base is not None and on_base.report in PER_TEST and with_model_tests is not None:
+        changed = {t: with_model_tests.tests[t] for t in reruns.changed_tests
+                   if t in with_model_tests.tests}
+        found += model_evidence({**changed, **new_tests}, on_base, reruns.new_names)
+    return found
+
+
 def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
-                  new_tests: dict[str, str], verdict: Verdict) -> list[str]:
-    """Fill the verdict's pre-existing failures, flaky tests and evidence (data, which the
-    PR body renders: bot.messages.baseline_failures_lines); the refusal when the change is
-    accepted only by an excuse and nothing shows it does anything."""
+                  verdict: Verdict) -> list[str]:
+    """Fill the verdict's pre-existing failures and flaky tests (data, which the PR body
+    renders: bot.messages.baseline_failures_lines); the refusal when the change is
+    accepted only by an excuse and no test reproduces (a test that shows only a new
+    feature excuses nothing)."""
     if reruns.second is None:
         return []
     excused = excuse(baseline, reruns.second, final)
     verdict.preexisting, verdict.flaky = sorted(excused.preexisting), sorted(excused.flaky)
-    evidence = [TestEvidence(test, REPRODUCES, REPOSITORY, "failed")
-                for test in repo_evidence(baseline, reruns.second, final)]
-    if reruns.model_tests_on_base is not None:
-        evidence += [TestEvidence(test, REPRODUCES, MODEL, "failed")
-                     for test in model_evidence(new_tests, reruns.model_tests_on_base)]
-    verdict.evidence = evidence
     if not excused.used(final):
         return []
-    if not evidence:
+    if not verdict.verified:
         return ["no evidence the change does anything: no test that fails on the base code "
                 "passes with it (a repository test, or a new test that fails when run "
                 "against the base tree); failing before and after: "
@@ -304,7 +313,8 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
     new_tests = {t: s for t, s in with_model_tests.tests.items() if t not in final.tests} \
         if with_model_tests is not None else {}
     verdict = Verdict(accepted=False, notes=notes, new_tests=new_tests)
-    no_evidence = _excused_part(baseline, final, reruns, new_tests, verdict)
+    verdict.evidence = gather_evidence(baseline, final, with_model_tests, new_tests, reruns)
+    no_evidence = _excused_part(baseline, final, reruns, verdict)
     # An excuse holds only with evidence; without, the failures are listed as ever.
     excused = (excuse(baseline, reruns.second, final)
                if reruns.second is not None and not no_evidence else Excused({}, {}))
@@ -327,14 +337,15 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
         reasons += [r for r in checked if r not in reasons]
         flags += [f for f in more if f not in flags]
     verdict.flags = flags
-    if excused.used(final) and verdict.evidence and not set(reproducing(verdict.evidence)) & \
-            set(baseline.tests):
+    if excused.used(final) and verdict.verified and not any(
+            entry.reproduces and entry.source == REPOSITORY for entry in verdict.evidence):
         # No test of the repository's shows anything: a new test can check a marker the
         # change adds as well as a fix, and the issue's own test may be among the excused.
         verdict.flags.append(
             f"accepted with {len(verdict.preexisting) + len(verdict.flaky)} test(s) failing "
             "before and after, and the only evidence is the model's own new test(s) ("
-            + _listed(reproducing(verdict.evidence)) + "): check that they test what the issue asks")
+            + _listed(reproducing(verdict.evidence))
+            + "): check that they test what the issue asks")
     verdict.accepted, verdict.reasons = not reasons, _capped(reasons)
     return verdict
 

@@ -29,6 +29,7 @@ from sandbox.base import Sandbox, SandboxConfig
 from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
 from solver.hostgit import HostRepo, Snapshot, run_git
 from solver.verdict.change_flags import failing_tests, scan_change
+from solver.verdict.evidence import changed_test_functions, changed_tests, names_added
 from solver.verdict.junit_report import (
     ReportPipe,
     documents,
@@ -44,9 +45,7 @@ from solver.verdict.verdict import (
     Reruns,
     Verdict,
     decide,
-    excuse,
     needs_second_baseline,
-    repo_evidence,
 )
 
 SandboxFactory = Callable[[SandboxConfig], Sandbox]
@@ -189,7 +188,8 @@ class VerdictRunner:
             remove_tree(where)  # the sandbox wrote there: deep trees, links
         bounds = [why for why in (report_pipe.overflow(), guard_pipe.overflow(),
                                   tree_overflow(before, after)) if why]
-        tests = (merge_reports(request.kind, writes, bounds)
+        failures: dict[str, str] = {}
+        tests = (merge_reports(request.kind, writes, bounds, failures)
                  if report_pipe.overflow() is None else None)
         output = result.stdout + ("\n" + result.stderr if result.stderr else "")
         if request.kind == "go-json" and writes:
@@ -203,7 +203,7 @@ class VerdictRunner:
                            guard=with_bounds(guard_findings(guard_writes,
                                                             guard_pipe.overflow() is not None),
                                              bounds),
-                           changed_during_run=changed)
+                           changed_during_run=changed, failures=failures)
 
     def baseline(self, timeout: float) -> TestVerdict:
         """The base with its trusted tests (`HostRepo.test_base`)."""
@@ -265,25 +265,44 @@ class VerdictRunner:
     def reruns(self, baseline: TestVerdict, final: TestVerdict,
                with_model_tests: TestVerdict | None, snapshot: Snapshot,
                model_files: list[str], timeout: float) -> Reruns:
-        """What the verdict needs to excuse a baseline failure (verdict.excuse): the
-        second baseline run when a baseline failure still fails after the change; the
-        model's new tests against the base tree when only they can be the evidence."""
-        if not needs_second_baseline(baseline, final):
-            return Reruns()
-        second = self.second_baseline(baseline, timeout)
-        new_passing = with_model_tests is not None and any(
+        """What tells what the change does: the second baseline run when a baseline
+        failure still fails after the change (verdict.excuse); the model's new and changed
+        tests against the base tree whenever one of them passes with the change, whatever
+        the baseline (evidence.py classifies each)."""
+        second = self.second_baseline(baseline, timeout) \
+            if needs_second_baseline(baseline, final) else None
+        new_names = self.names_added(snapshot)
+        changed = self.changed_model_tests(with_model_tests, final, snapshot, model_files)
+        passing = with_model_tests is not None and any(
             status == "passed" for test, status in with_model_tests.tests.items()
-            if test not in final.tests)
-        if not excuse(baseline, second, final).used(final) or not new_passing \
-                or repo_evidence(baseline, second, final):
-            return Reruns(second)
+            if test not in final.tests or test in changed)
+        if not passing:
+            return Reruns(second, None, new_names, changed)
         # The base tree with the model's test files as the change has them: every other
         # path the change (or the bot's earlier commits) touched goes back to the base.
         drift = [] if self.repo.test_base == self.repo.base else \
             self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
         back = [p for p in {*snapshot.paths, *drift} if p not in model_files]
         tree = self.repo.tree_with_base_paths(snapshot.tree, back)
-        return Reruns(second, self.run(tree, "model-tests-on-base", timeout))
+        return Reruns(second, self.run(tree, "model-tests-on-base", timeout), new_names,
+                      changed)
+
+    def names_added(self, snapshot: Snapshot) -> frozenset[str]:
+        """The names the change's non-test Python code defines that the base's does not."""
+        code = [p for p in snapshot.paths if p.endswith(".py") and not is_test_path(p)
+                and not is_test_config(p)]
+        return names_added(sorted(code), self.repo.read_base, self._reader(snapshot))
+
+    def changed_model_tests(self, with_model_tests: TestVerdict | None, final: TestVerdict,
+                            snapshot: Snapshot, model_files: list[str]) -> tuple[str, ...]:
+        """The original tests whose function the model's version of their file changes."""
+        if with_model_tests is None:
+            return ()
+        read = self._reader(snapshot)
+        changed = {path: changed_test_functions(self.repo.read_base(path), read(path))
+                   for path in model_files if path.endswith(".py")}
+        return tuple(changed_tests(sorted(t for t in with_model_tests.tests
+                                          if t in final.tests), changed))
 
     def _reader(self, snapshot: Snapshot) -> Callable[[str], bytes | None]:
         """Candidate file contents, read from the host's git objects (never the tree)."""

@@ -312,4 +312,75 @@ def test_the_models_test_is_evidence_only_if_it_fails_on_the_base() -> None:
                    for flag in result.flags) is accepted
     fixed = decide(RED, _after(), plan, verdict({**_after().tests, "t::new": "passed"}, 1),
                    Reruns(RED, verdict({**RED.tests, "t::new": "failed"}, 1)))
-    assert fixed.accepted and reproducing(fixed.evidence) == ["t::bug", "t::new"] and fixed.flags == []
+    assert fixed.accepted and fixed.flags == []
+    assert reproducing(fixed.evidence) == ["t::bug", "t::new"]
+
+
+# --- Evidence with a green baseline (issue 28 §1) ----------------------------------------
+GREEN = verdict({"t::ok": "passed"})
+
+
+def test_a_failure_summary_is_read_from_a_real_report(tmp_path: Path) -> None:
+    from solver.verdict.junit_report import FAILURE_SUMMARY_CHARS
+
+    (tmp_path / "test_a.py").write_text(
+        "import os\n\ndef test_assert():\n    assert [1] == [2]\n\n"
+        "def test_missing():\n    os.no_such_name()\n\n"
+        "def test_long():\n    raise ValueError('x' * 5000)\n")
+    (tmp_path / "test_b.py").write_text("from os import no_such_name\n")
+    failures: dict[str, str] = {}
+    for target in ("test_a.py", "test_b.py"):
+        _, data = run_with_report(tmp_path, f"{PYTEST_COMMAND} {target}")
+        assert data is not None and parse_junit(data, None, failures) is not None
+    assert failures["test_a.py::test_assert"].startswith("AssertionError: assert [1] == [2]")
+    assert failures["test_a.py::test_missing"] == (
+        "AttributeError: module 'os' has no attribute 'no_such_name'")
+    assert failures["test_a.py::test_long"].startswith("ValueError: xxx")
+    assert len(failures["test_a.py::test_long"]) == FAILURE_SUMMARY_CHARS
+    # A collection error's message is pytest's "collection failure": its text tells.
+    assert failures["test_b.py"].startswith(
+        "ImportError: cannot import name 'no_such_name' from 'os'")
+
+
+def test_with_a_green_baseline_the_models_test_run_on_the_base_is_the_evidence() -> None:
+    from solver.verdict.evidence import NEW_FEATURE, PASSES_ON_BASE, REPRODUCES
+    from solver.verdict.verdict import Reruns
+
+    plan = TreePlan(restore=["t"], model_tests=["t"])
+    added = verdict({"t::ok": "passed", "t::new": "passed"})
+    cases = [
+        (verdict({"t::ok": "passed", "t::new": "failed"}), REPRODUCES),
+        (verdict({"t::ok": "passed", "t::new": "passed"}), PASSES_ON_BASE),
+        (TestVerdict(command="t", exit_code=1, timed_out=False, seconds=1.0, output="",
+                     tests={"t::ok": "passed", "t::new": "failed"}, report="junit",
+                     failures={"t::new": "ImportError: cannot import name 'tail'"}),
+         NEW_FEATURE),
+    ]
+    for on_base, kind in cases:
+        result = decide(GREEN, GREEN, plan, added,
+                        Reruns(model_tests_on_base=on_base, new_names=frozenset({"tail"})))
+        assert result.accepted, result.reasons  # evidence never refuses by itself
+        assert [(e.test, e.kind) for e in result.evidence] == [("t::new", kind)]
+        assert result.verified is (kind == REPRODUCES)
+    # The model's edit of an original test is its test too.
+    changed = decide(GREEN, GREEN, plan, verdict({"t::ok": "passed"}),
+                     Reruns(model_tests_on_base=verdict({"t::ok": "failed"}),
+                            changed_tests=("t::ok",)))
+    assert [(e.test, e.kind) for e in changed.evidence] == [("t::ok", REPRODUCES)]
+
+
+def test_a_new_feature_test_never_excuses_a_failing_repository_test() -> None:
+    from solver.verdict.verdict import Reruns
+
+    final = _after(bug="failed")  # the repository's tests show nothing
+    added = verdict({**final.tests, "t::new": "passed"}, exit_code=1)
+    plan = TreePlan(restore=["t"], model_tests=["t"])
+    on_base = TestVerdict(command="t", exit_code=1, timed_out=False, seconds=1.0, output="",
+                          tests={**RED.tests, "t::new": "failed"}, report="junit",
+                          failures={"t::new": "AttributeError: module 'm' has no attribute "
+                                    "'tail'"})
+    for names, accepted in ((frozenset({"tail"}), False), (frozenset(), True)):
+        result = decide(RED, final, plan, added, Reruns(RED, on_base, new_names=names))
+        assert result.accepted is accepted, result.reasons
+        assert accepted or any("no evidence the change does anything" in r
+                               for r in result.reasons)
