@@ -533,6 +533,26 @@ class HostRepo:
         """A blob's bytes from the host's objects (a symlink's: its target, unfollowed)."""
         return self._git("cat-file", "blob", sha, strip=False)
 
+    def object_head(self, sha: str, limit: int) -> bytes:
+        """A blob's first `limit` bytes, read as a stream: a large binary the change adds
+        is never in memory whole (policy.compiled_code reads its magic)."""
+        argv = _argv(["cat-file", "blob", sha], git_dir=self.git_dir, work_tree=None,
+                     env=None, user_config=False)
+        proc = gitpython.Git(str(self.git_dir)).execute(argv, as_process=True)
+        popen = proc.proc
+        assert popen is not None  # as_process=True: the process was started
+        head = b""
+        try:
+            while len(head) < limit:
+                chunk = proc.stdout.read(limit - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        finally:
+            popen.kill()  # the rest is not read; a finished process ignores it
+            popen.wait()
+        return head
+
     def object_size(self, sha: str) -> int:
         return int(self._git("cat-file", "-s", sha).decode().strip())
 

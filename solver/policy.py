@@ -1,12 +1,16 @@
 """What the bot may push and as whom: paths it never pushes (workflows, the local actions
 they run, submodule and LFS plumbing, the repository's `protected_paths`), its branch
-names and its commit identity; and what a change edits that setup reads, which the reviewer
-is told. Plain policy, shared by the solver's decision and the GitHub side's pushes."""
+names and its commit identity; what a fix contains (source text: never compiled or binary
+code, nor a `.gitignore` that un-ignores it); and what a change edits that setup reads,
+which the reviewer is told. Plain policy, shared by the solver's decision, its verdict
+and the GitHub side's pushes."""
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
@@ -91,3 +95,118 @@ def setup_inputs_note(paths: list[str]) -> str:
     more = f" and {len(touched) - 10} more" if len(touched) > 10 else ""
     return (f"the change edits what setup reads ({shown}{more}): not installed: the "
             "verdict ran with the setup of the original files")
+
+
+# -- What a fix contains ---------------------------------------------------------------
+# A bug fix in a Python project is source text. Compiled or binary code in the change is
+# refused whatever `.gitignore` says: an unchecked-hash `.pyc` in `__pycache__/` loads
+# instead of the untouched `.py` beside it, and an extension module built in the sandbox
+# shadows the module of the same name, so the reviewer's diff is one binary file. The
+# tree judged is the one staged (HostRepo.snapshot), so the check never relies on excludes,
+# which a work tree's `.gitignore` outranks.
+SOURCE_TEXT = "a fix is source text"  # how each such refusal starts (the model's rule)
+COMPILED_NAME = re.compile(
+    r"(^|/)__pycache__/"
+    r"|\.(py[cdo]|pyd|so|dylib|dll|exe|o|obj|a|lib|whl|egg|zip|pyz|pex|jar|class|wasm|node"
+    r"|7z|rar|tar|tgz|tbz2?|txz|tzst)$"
+    r"|\.so(\.\d+)+$|\.tar\.\w+$", re.IGNORECASE)
+# Leading bytes of code a loader or an importer runs, or of archives that carry it.
+_MAGIC = ((b"\x7fELF", "an ELF binary"), (b"\xfe\xed\xfa\xce", "a Mach-O binary"),
+          (b"\xfe\xed\xfa\xcf", "a Mach-O binary"), (b"\xce\xfa\xed\xfe", "a Mach-O binary"),
+          (b"\xcf\xfa\xed\xfe", "a Mach-O binary"),
+          (b"\xca\xfe\xba\xbe", "a Mach-O universal binary or Java class"),
+          (b"PK\x03\x04", "a zip archive"), (b"PK\x05\x06", "a zip archive"),
+          (b"PK\x07\x08", "a zip archive"), (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+          (b"Rar!\x1a\x07", "a rar archive"), (b"\0asm", "WebAssembly"))
+HEAD_BYTES = 4096  # what the magic is read from: a tar's sits at 257, a PE's offset below 4k
+# Names a `.gitignore` negation is tried on: compiled Python, native code and archives.
+_COMPILED_SAMPLES = ("__pycache__", "m.pyc", "m.pyo", "m.cpython-311.pyc", "m.so",
+                     "m.cpython-311-x86_64-linux-gnu.so", "m.abi3.so", "m.pyd", "m.dylib",
+                     "m.dll", "m.exe", "m.o", "m.a", "m.whl", "m.egg", "m.zip", "m.tar",
+                     "m.tar.gz", "m.pyz", "m.jar")
+MAX_NAMED = 10
+
+
+def binary_code(head: bytes) -> str | None:
+    """What compiled code or archive a file's first bytes (`HEAD_BYTES`) say it is, if
+    any: an executable or library (ELF, Mach-O, PE), a compiled Python module, an
+    archive (zip, which Python imports from; tar, 7z, rar) or WebAssembly."""
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    if head[:2] == b"MZ" and b"\0" in head[2:64]:
+        return "a Windows executable"
+    # A .pyc: two bytes of magic number, b"\r\n", then flags and a stamp holding NULs.
+    if head[2:4] == b"\r\n" and len(head) >= 16 and b"\0" in head[4:16]:
+        return "compiled Python"
+    if head[257:262] == b"ustar":
+        return "a tar archive"
+    return None
+
+
+def compiled_code(host: HostRepo, tree: str) -> list[str]:
+    """The files `tree` adds or edits against base that are compiled or binary code: by
+    name (`__pycache__/`, `.pyc`, `.so`, wheels, archives, …; a link so named too, it
+    would load what it points at), or by content where git reads the file as binary and
+    its first bytes are code (`binary_code`). Each as `path` or `path (what it is)`."""
+    binary = {path for path, added, _removed in host.numstat(tree) if added is None}
+    found = []
+    for path, mode, sha, _before in host.tree_changes(host.base, tree):
+        if sha is None or mode == "160000":  # deleted, or a gitlink: nothing to load
+            continue
+        what = None
+        if path in binary and mode != "120000":
+            what = binary_code(host.object_head(sha, HEAD_BYTES))
+        if what or COMPILED_NAME.search(path):
+            found.append(f"{path} ({what})" if what else path)
+    return found
+
+
+def unignores_code(before: bytes | None, after: bytes | None) -> list[str]:
+    """The lines a `.gitignore` gains that un-ignore compiled or binary files
+    (`!__pycache__/`, `!*.so`, `!*`): a negation whose last component matches one."""
+    if after is None:
+        return []
+    old = Counter(_ignore_lines(before))
+    added = []
+    for line in _ignore_lines(after):
+        if old[line] > 0:
+            old[line] -= 1
+        elif line.startswith("!") and _names_compiled(line[1:]):
+            added.append(line)
+    return added
+
+
+def _ignore_lines(data: bytes | None) -> list[str]:
+    # git drops trailing spaces (unless escaped; such a name is no compiled file anyway)
+    return [line.rstrip() for line in (data or b"").decode("utf-8", "replace").splitlines()]
+
+
+def _names_compiled(pattern: str) -> bool:
+    parts = [part for part in pattern.split("/") if part not in ("", "**")]
+    last = parts[-1].casefold() if parts else "*"
+    return any(fnmatch.fnmatchcase(name, last) for name in _COMPILED_SAMPLES)
+
+
+def source_text_refusals(host: HostRepo, tree: str, paths: list[str]) -> list[str]:
+    """Why the change in `tree` (`paths`, against base) is no fix, in plain words that
+    name the files: it adds or edits compiled or binary code, or a `.gitignore` of it
+    un-ignores such files. Each starts with `SOURCE_TEXT`."""
+    reasons = []
+    compiled = compiled_code(host, tree)
+    if compiled:
+        reasons.append(f"{SOURCE_TEXT}: the change adds or edits compiled or binary code, "
+                       "which is never part of a fix, whatever .gitignore says: "
+                       + _named(compiled))
+    for path in paths:
+        if PurePosixPath(path).name == ".gitignore":
+            lines = unignores_code(host.read(host.base, path), host.read(tree, path))
+            if lines:
+                reasons.append(f"{SOURCE_TEXT}: the change makes {path} un-ignore compiled "
+                               "or binary files (" + _named([f"`{x}`" for x in lines]) + ")")
+    return reasons
+
+
+def _named(items: list[str]) -> str:
+    more = f" and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else ""
+    return ", ".join(items[:MAX_NAMED]) + more
