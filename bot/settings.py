@@ -298,8 +298,9 @@ class SetupSettings(BaseSettings):
     setup_egress_hosts: str | None = Field(
         default=None, alias="FROGNANO_SETUP_EGRESS_HOSTS",
         description="More hosts the setup phase's HTTPS proxy may reach, comma- or "
-                    "space-separated (`.example.com` also allows its subdomains); besides "
-                    "them only the indexes' hosts (PyPI's two by default).")
+                    "space-separated: `host` (port 443) or `host:port` (`.example.com` "
+                    "also allows its subdomains); besides them only each index URL's host "
+                    "on its port (PyPI's two on 443 by default).")
     setup_egress_allow: str | None = Field(
         default=None, alias="FROGNANO_SETUP_EGRESS_ALLOW",
         description="Networks (CIDRs, comma-separated) those hosts may resolve to besides "
@@ -324,7 +325,14 @@ class SetupSettings(BaseSettings):
         default=20.0, ge=0, alias="FROGNANO_SETUP_CACHE_MAX_GB",
         description="Disk the setup caches (the downloaded packages in "
                     "`$FROGNANO_STATE_DIR/package-cache` and the venv cache) may use "
-                    "together; past it the least recently used entries go first. 0: no cap.")
+                    "together; past it the least recently used entries go first, while "
+                    "a setup stores a download too (one it cannot make room for is served "
+                    "and not kept). 0: no cap.")
+    setup_fetch_max_gb: float = Field(
+        default=0.0, ge=0, alias="FROGNANO_SETUP_FETCH_MAX_GB",
+        description="Bytes one setup may fetch through the package index endpoint (cache "
+                    "hits too); past it each file is refused, named in the run's log and "
+                    "its failure message. 0: the sandbox's disk quota.")
 
 
 class DashboardSettings(BaseSettings):

@@ -21,7 +21,13 @@ from pathlib import Path
 
 from sandbox import cgroup, seccomp
 from sandbox.base import SandboxConfig, SandboxError, SandboxLimits, SandboxUnavailable
-from sandbox.egress import EgressPolicy, EgressProxy, NetworkLog, SocketService
+from sandbox.egress import (
+    EgressPolicy,
+    EgressProxy,
+    NetworkLog,
+    SocketService,
+    index_targets,
+)
 from sandbox.enforcement import describe
 from sandbox.index_endpoint import INDEX_PORT, IndexEndpoint
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
@@ -380,14 +386,16 @@ class BubblewrapSandbox(RunnerBackedSandbox):
     def _network_helpers(self, network_log: NetworkLog
                          ) -> tuple[EgressProxy, IndexEndpoint]:
         """The setup phase's two ways out, on the host: the CONNECT proxy (the indexes'
-        hosts and the operator's) and the package index endpoint."""
+        hosts on their ports, and the operator's) and the package index endpoint."""
         config = self.config
-        policy = EgressPolicy.build([*config.package_sources.hosts(), *config.egress_hosts],
+        policy = EgressPolicy.build([*index_targets(config.package_sources.urls()),
+                                     *config.egress_hosts],
                                     config.egress_allow, config.outbound_proxy)
         proxy = EgressProxy(self.uid, self.gid, policy, network_log)
         try:
             endpoint = IndexEndpoint(config.package_sources, self.uid, self.gid,
-                                     proxy=config.outbound_proxy, network_log=network_log)
+                                     proxy=config.outbound_proxy, network_log=network_log,
+                                     allow=policy.allow, quota_bytes=config.limits.disk_bytes)
         except BaseException:
             proxy.close()
             raise

@@ -12,9 +12,11 @@ curl, npm, cargo and go honour them). pip itself talks to the host-side index en
 (sandbox/index_endpoint.py), which holds the index URLs and their credentials.
 
 Any public address would be a way to send the repository (and whatever else setup can
-read) anywhere, so a CONNECT must name an allowed host (`EgressPolicy.hosts`: the
-indexes' hosts, PyPI's two by default, and FROGNANO_SETUP_EGRESS_HOSTS), and every
-address that name resolves to must be public (`ipaddress.is_global`), not one this host
+read) anywhere, so a CONNECT must name an allowed host and port (`EgressPolicy.targets`:
+each index URL's host and port, the scheme's when it names none; PyPI's two hosts on 443
+by default; FROGNANO_SETUP_EGRESS_HOSTS, `host` for 443 or `host:port`): an allowed host
+is one service, not every service of that box. Every address that name resolves to must
+be public (`ipaddress.is_global`), not one this host
 can bind (its own public address reaches every service listening on 0.0.0.0), and not an
 IPv6 form that carries an IPv4 address (NAT64, 6to4, Teredo, mapped: they lead back to
 private IPv4 space through a translator), unless it lies in a network the operator allows
@@ -50,6 +52,8 @@ CONNECT_TIMEOUT_SECONDS = 15.0
 MAX_CONNECTIONS = 64
 MAX_LOG_LINES = 50
 PYPI_HOSTS = ("pypi.org", "files.pythonhosted.org")
+HTTPS_PORT = 443  # the port of a host named without one
+SCHEME_PORTS = {"http": 80, "https": 443}
 HOSTS_SETTING = "FROGNANO_SETUP_EGRESS_HOSTS"
 ALLOW_SETTING = "FROGNANO_SETUP_EGRESS_ALLOW"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -138,20 +142,68 @@ def bypasses(host: str, no_proxy: Iterable[str]) -> bool:
 
 @dataclass(frozen=True)
 class EgressPolicy:
-    """Where a CONNECT may go: `hosts` (exact names or IP literals; `.example.com` also
-    matches its subdomains), whose addresses must pass `address_problem`."""
+    """Where a CONNECT may go: `targets`, (host, port) pairs (exact names or IP literals;
+    `.example.com` also matches its subdomains), whose addresses must pass
+    `address_problem`."""
 
-    hosts: tuple[str, ...] = PYPI_HOSTS
+    targets: tuple[tuple[str, int], ...] = tuple((h, HTTPS_PORT) for h in PYPI_HOSTS)
     allow: tuple[Network, ...] = ()
     proxy: OutboundProxy = field(default_factory=OutboundProxy)
 
     @classmethod
     def build(cls, hosts: Iterable[str], allow: Iterable[str] = (),
               proxy: OutboundProxy | None = None) -> EgressPolicy:
+        """`hosts`: `host` (port 443) or `host:port` entries (`[v6]:port`)."""
         networks = tuple(ipaddress.ip_network(item.strip(), strict=False)
                          for item in allow if item.strip())
-        names = tuple(dict.fromkeys(h.strip().lower() for h in hosts if h.strip()))
-        return cls(names, networks, proxy or OutboundProxy())
+        targets = tuple(dict.fromkeys(split_target(h) for h in hosts if h.strip()))
+        return cls(targets, networks, proxy or OutboundProxy())
+
+    def hosts_on(self, port: int) -> tuple[str, ...]:
+        """The hosts a CONNECT to `port` may name."""
+        return tuple(host for host, allowed in self.targets if allowed == port)
+
+
+def split_target(entry: str) -> tuple[str, int]:
+    """`host`, `host:port`, `[v6]:port` or a bare IPv6 address → (host, port); a host
+    named without a port is allowed on 443 only. ValueError for a port that is none."""
+    text = entry.strip().lower()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":") if rest else ""
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    else:  # a name, or an IPv6 address without brackets (no port can follow it)
+        host, port = text, ""
+    if not port:
+        return host, HTTPS_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{HOSTS_SETTING}: {entry.strip()!r} is not `host` or `host:port`")
+    return host, int(port)
+
+
+def join_target(host: str, port: int) -> str:
+    """What names (host, port) in FROGNANO_SETUP_EGRESS_HOSTS: `host` for 443."""
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port == HTTPS_PORT else f"{shown}:{port}"
+
+
+def index_targets(urls: Iterable[str]) -> tuple[str, ...]:
+    """`host:port` of each http(s) index URL, the scheme's port when it names none (a
+    file: entry has none); PyPI's files host with pypi.org, where PyPI keeps its files."""
+    found: list[str] = []
+    for url in urls:
+        parts = urlsplit(url)
+        try:
+            port = parts.port or SCHEME_PORTS.get(parts.scheme)
+        except ValueError:  # no port the endpoint could fetch from either
+            continue
+        if port and parts.hostname:
+            shown = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+            found.append(f"{shown}:{port}")
+            if parts.hostname == "pypi.org":
+                found.append(f"files.pythonhosted.org:{HTTPS_PORT}")
+    return tuple(dict.fromkeys(found))
 
 
 def host_allowed(host: str, hosts: Iterable[str]) -> bool:
@@ -309,8 +361,9 @@ class EgressProxy(SocketService):
             upstream.settimeout(None)
             _relay(client, upstream)
 
-    def _refuse(self, client: socket.socket, target: str, why: str, setting: str) -> None:
-        line = f"refused CONNECT {target}: {why} ({setting} would allow it)"
+    def _refuse(self, client: socket.socket, target: str, why: str, setting: str,
+                scope: str = "") -> None:
+        line = f"refused CONNECT {target}: {why} ({setting} would allow it{scope})"
         self.refused.append(printable(f"{target} ({why})"))
         self.log.add(line)
         _answer(client, 403, line)
@@ -326,9 +379,12 @@ class EgressProxy(SocketService):
             _answer(client, 400, "CONNECT needs host:port")
             return None
         port, target = int(port_text), printable(parts[1], 200)
-        if not host_allowed(host, self.policy.hosts):
-            self._refuse(client, target, "not a package index host",
-                         f"{HOSTS_SETTING}={printable(host, 200)}")
+        if not host_allowed(host, self.policy.hosts_on(port)):
+            # Another port of an allowed host is another service of that box (its Redis,
+            # its admin page): refused the same way, and named so.
+            known = host_allowed(host, (name for name, _ in self.policy.targets))
+            self._refuse(client, target, f"not a package index {'port' if known else 'host'}",
+                         f"{HOSTS_SETTING}={printable(join_target(host.lower(), port), 200)}")
             return None
         return self._connect(client, host, port, target)
 
@@ -346,9 +402,10 @@ class EgressProxy(SocketService):
         for info in infos:
             address = str(info[4][0])
             why = address_problem(address, self.policy.allow)
-            if why:
+            if why:  # a network allows addresses; the ports stay the listed ones
                 self._refuse(client, target, f"{host} resolves to {address}, {why}",
-                             f"{ALLOW_SETTING}={address}/{128 if ':' in address else 32}")
+                             f"{ALLOW_SETTING}={address}/{128 if ':' in address else 32}",
+                             f", on the listed port {port} only")
                 return None
         try:
             if via:

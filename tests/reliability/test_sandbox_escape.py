@@ -158,7 +158,7 @@ def test_setup_phase_reaches_what_the_operator_allows(scorecard: Recorder) -> No
                 ("setup", f"curl -sS -m 10 -p -o /dev/null -w '%{{http_code}}' "
                           f"http://127.0.0.2:{port}/"),
                 ("setup", f"curl -sS -m 5 --noproxy '*' http://127.0.0.2:{port}/; echo $?"),
-            ], egress_allow=("127.0.0.2/32",), egress_hosts=("127.0.0.2",))
+            ], egress_allow=("127.0.0.2/32",), egress_hosts=(f"127.0.0.2:{port}",))
     finally:
         server.shutdown()
         server.server_close()
@@ -194,3 +194,51 @@ def test_hard_links_to_host_files_are_refused(worker: str, scorecard: Recorder) 
         outcome.answers[0]
     assert not any(f"l{i}" in outcome.answers[2] for i in range(len(targets)))
     assert before == after
+
+
+REDIS_VIA_PROXY = ("python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', "
+                   "3128), timeout=5); s.sendall(b'CONNECT {target} HTTP/1.1\\r\\n\\r\\n'); "
+                   "head = s.recv(300); print(head.splitlines()[0]); "
+                   "s.sendall(b'PING\\r\\nSET pwned-port 1\\r\\n'); print(s.recv(64))\"")
+
+
+def test_setup_phase_reaches_only_the_indexs_port_of_its_host(scorecard: Recorder) -> None:
+    """An index on a box that runs other services (here 127.0.0.1, an http server as the
+    index and a real redis-server beside it), its address allowed as the proxy's refusal
+    line suggests: setup reaches the index's port through the proxy, never Redis's."""
+    record = scorecard("6zk-hostile-egress-other-port",
+                       "Hostile issue: setup CONNECTs to another port (a real Redis) of the "
+                       "index's host, whose address the operator allowed "
+                       "(`FROGNANO_SETUP_EGRESS_ALLOW`) for the index",
+                       "refused and named (`not a package index port`): Redis gets "
+                       "nothing; curl through the proxy still reaches the index's own port")
+    import http.server
+
+    assert Path("/usr/bin/curl").exists(), "no /usr/bin/curl: scripts/install.sh --dev " \
+        "installs it (apt-get install curl)"
+    index = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=index.serve_forever, daemon=True).start()
+    index_port = index.server_address[1]
+    redis_server = start_redis()
+    try:
+        with worker_home("root") as (root, uid):
+            outcome = run_steps("root", root, uid, [
+                ("setup", REDIS_VIA_PROXY.format(target=f"127.0.0.1:{redis_server.port}")),
+                # The setup's NO_PROXY names 127.0.0.1 (the index endpoint): not here.
+                ("setup", f"curl -sS -m 10 -p --noproxy '' -o /dev/null -w '%{{http_code}}' "
+                          f"http://127.0.0.1:{index_port}/"),
+            ], egress_allow=("127.0.0.1/32",),
+                index_url=f"http://127.0.0.1:{index_port}/simple/")
+        with redis_server.client() as client:
+            written = sorted(k.decode() for k in client.keys("pwned*"))
+    finally:
+        redis_server.stop()
+        index.shutdown()
+        index.server_close()
+    redis_answer, index_answer = outcome.answers
+    record.observed = {"redis port": redis_answer.split("STDOUT:")[1][:60].strip(),
+                       "redis keys written": written,
+                       "index port": index_answer.split("STDOUT:")[1][:3]}
+    assert "PONG" not in redis_answer and written == [], redis_answer
+    assert "HTTP/1.1 403" in redis_answer, redis_answer
+    assert "exit=0\nSTDOUT:200" in index_answer, index_answer

@@ -34,11 +34,13 @@ import json, sys, time
 from pathlib import Path
 from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.base import SandboxError
+from sandbox.index_endpoint import PackageSources
 spec = json.loads(sys.stdin.read())
 config = SandboxConfig(workspace=Path(spec["workspace"]), private_dir=Path(spec["private"]),
                        limits=SandboxLimits(**spec["limits"]),
                        egress_allow=tuple(spec.get("egress_allow", ())),
-                       egress_hosts=tuple(spec.get("egress_hosts", ())))
+                       egress_hosts=tuple(spec.get("egress_hosts", ())),
+                       package_sources=PackageSources(index_url=spec.get("index_url", "")))
 answers = []
 with open_sandbox("bubblewrap", config) as sb:
     for kind, arg in spec["steps"]:
@@ -93,11 +95,13 @@ def worker_home(worker: str) -> Iterator[tuple[Path, int]]:
 def run_steps(worker: str, root: Path, uid: int, steps: list[tuple[str, str]],
               limits: SandboxLimits | None = None, timeout: float = 300,
               egress_allow: tuple[str, ...] = (),
-              egress_hosts: tuple[str, ...] = ()) -> Outcome:
+              egress_hosts: tuple[str, ...] = (), index_url: str = "") -> Outcome:
+    """`index_url`: the setup phase's package index ("": PyPI)."""
     workspace = root / "ws" if (root / "ws").exists() else make_git_workspace(root)
     spec = {"workspace": str(workspace), "private": str(root / "private"),
             "limits": asdict(limits or SandboxLimits()), "steps": steps,
-            "egress_allow": list(egress_allow), "egress_hosts": list(egress_hosts)}
+            "egress_allow": list(egress_allow), "egress_hosts": list(egress_hosts),
+            "index_url": index_url}
     if worker == "root":
         python, user = sys.executable, None
     else:

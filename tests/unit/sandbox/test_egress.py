@@ -27,6 +27,9 @@ from sandbox.egress import (
     bypasses,
     describe_refusals,
     host_allowed,
+    index_targets,
+    join_target,
+    split_target,
 )
 from tests.support.paths import REPO_ROOT
 
@@ -145,7 +148,8 @@ def test_a_host_not_on_the_list_is_refused_and_named() -> None:
 
 def test_an_allowed_name_on_a_loopback_address_is_refused() -> None:
     log = NetworkLog()
-    proxy = EgressProxy(os.getuid(), os.getgid(), EgressPolicy.build(["localhost"]), log)
+    proxy = EgressProxy(os.getuid(), os.getgid(), EgressPolicy.build(["localhost:6379"]),
+                        log)
     try:
         answer = _connect(proxy, "localhost:6379")
     finally:
@@ -153,6 +157,61 @@ def test_an_allowed_name_on_a_loopback_address_is_refused() -> None:
     assert answer.startswith(b"HTTP/1.1 403"), answer
     assert "resolves to 127.0.0.1, not a public address" in log.lines()[0]
     assert "FROGNANO_SETUP_EGRESS_ALLOW=" in log.lines()[0]
+    assert "on the listed port 6379 only" in log.lines()[0]
+
+
+@pytest.mark.parametrize("entry, target", [
+    ("pypi.org", ("pypi.org", 443)), ("Mirror.Corp:8443", ("mirror.corp", 8443)),
+    (".corp.example:3141", (".corp.example", 3141)), ("10.0.0.5", ("10.0.0.5", 443)),
+    ("[2001:db8::1]:8080", ("2001:db8::1", 8080)), ("2001:db8::1", ("2001:db8::1", 443)),
+    ("[2001:db8::1]", ("2001:db8::1", 443))])
+def test_an_entry_names_a_port_or_means_443(entry: str, target: tuple[str, int]) -> None:
+    assert split_target(entry) == target
+
+
+@pytest.mark.parametrize("entry", ["host:0", "host:65536", "host:https", "[::1]:x"])
+def test_an_entry_whose_port_is_none_is_refused(entry: str) -> None:
+    with pytest.raises(ValueError, match="FROGNANO_SETUP_EGRESS_HOSTS"):
+        EgressPolicy.build([entry])
+
+
+def test_each_index_url_allows_its_own_port() -> None:
+    assert index_targets([
+        "http://10.77.0.1:3141/root/pypi/+simple/", "https://user:tok@pypi.org/simple/",
+        "http://mirror.corp/simple/", "https://[2001:db8::2]/simple/",
+        "file:///srv/wheels", "https://bad.port:99999/simple/"]) == (
+        "10.77.0.1:3141", "pypi.org:443", "files.pythonhosted.org:443", "mirror.corp:80",
+        "[2001:db8::2]:443")
+    policy = EgressPolicy.build([*index_targets(["http://10.77.0.1:3141/simple/"]),
+                                 "extra.corp", "[2001:db8::3]:8443"])
+    assert policy.hosts_on(3141) == ("10.77.0.1",)
+    assert policy.hosts_on(443) == ("extra.corp",)
+    assert policy.hosts_on(8443) == ("2001:db8::3",)
+    assert policy.hosts_on(6379) == ()
+    assert [join_target(h, p) for h, p in policy.targets] == [
+        "10.77.0.1:3141", "extra.corp", "[2001:db8::3]:8443"]
+
+
+def test_another_port_of_an_allowed_host_is_refused_and_named() -> None:
+    """An index on 127.0.0.1 (its address allowed, as the refusal line suggests): the
+    index's own port is reached, every other service of that box is not."""
+    listening = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    index_port, other_port = (server.getsockname()[1] for server in listening)
+    log = NetworkLog()
+    proxy = EgressProxy(os.getuid(), os.getgid(), EgressPolicy.build(
+        index_targets([f"http://127.0.0.1:{index_port}/simple/"]), ["127.0.0.1/32"]), log)
+    try:
+        reached = _connect(proxy, f"127.0.0.1:{index_port}")
+        refused = _connect(proxy, f"127.0.0.1:{other_port}")
+    finally:
+        proxy.close()
+        for server in listening:
+            server.close()
+    assert reached.startswith(b"HTTP/1.1 200"), reached
+    assert refused.startswith(b"HTTP/1.1 403"), refused
+    assert log.lines() == (f"refused CONNECT 127.0.0.1:{other_port}: not a package index "
+                           f"port (FROGNANO_SETUP_EGRESS_HOSTS=127.0.0.1:{other_port} would "
+                           "allow it)",)
 
 
 @contextmanager
