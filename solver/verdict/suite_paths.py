@@ -4,21 +4,22 @@ run restores of them from the base commit.
 The verdict runs the model's change to the code against the repository's *original*
 tests: every changed path that is a test file or test configuration is put back as it is
 at the base commit (or removed, when the model added it). `pyproject.toml` and
-`setup.cfg` carry other settings the change may legitimately edit, so they are kept, and
-a change to their pytest section is refused with a reason instead.
+`setup.cfg` carry other settings the change may legitimately edit: the verdict takes them
+as the change has them with the base's pytest section put back (config_sections.py).
+The model's own tests run with the model's test configuration (its conftest.py, the
+marker it registered): they are shown, never counted for the repository's tests.
 """
 
 from __future__ import annotations
 
-import configparser
 import importlib.machinery
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from solver.verdict.config_sections import pytest_section, swap_section
 from solver.verdict.doctest_edits import compare as compare_doctests
 from solver.verdict.tamper_scan import scan
 
@@ -58,22 +59,6 @@ def is_test_config(path: str) -> bool:
     return PurePosixPath(path).name in TEST_CONFIG_NAMES
 
 
-def pytest_section(name: str, text: str) -> object:
-    """The pytest settings a pyproject.toml or setup.cfg holds, parsed (None: none);
-    an unreadable file reads as its raw text, so any edit to it counts as a change."""
-    if name == "pyproject.toml":
-        try:
-            return tomllib.loads(text).get("tool", {}).get("pytest")
-        except tomllib.TOMLDecodeError:
-            return text
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return text
-    return dict(parser["tool:pytest"]) if parser.has_section("tool:pytest") else None
-
-
 def _top_level_module(path: str) -> str | None:
     """The module a top-level file or package's `__init__` makes importable, if any."""
     parts = PurePosixPath(path).parts
@@ -106,8 +91,20 @@ class TreePlan:
     flags: list[str] = field(default_factory=list)  # said loudly, not refused
     # Library files whose doctest examples the change edited: the verdict runs them with
     # the original docstrings back (doctest_edits.py), and how that was decided.
+    # A pyproject.toml or setup.cfg whose pytest section changed: the change's file with
+    # the base's section (config_sections.py).
     restored_files: dict[str, bytes] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # The model's own tests run with its test configuration, against the base tree too:
+    # these paths as the change has them (its test files, conftest.py, pytest.ini, …), and
+    # these files written (the base's pyproject.toml or setup.cfg, the change's section).
+    model_files: list[str] = field(default_factory=list)
+    on_base_files: dict[str, bytes] = field(default_factory=dict)
+
+    def model_test_files(self) -> list[str]:
+        """The model's test files and edited doctests: not its test configuration."""
+        return [p for p in self.model_tests if not is_test_config(p)
+                and PurePosixPath(p).name not in SECTIONED_CONFIG]
 
 
 def _text(data: bytes | None) -> str:
@@ -127,11 +124,15 @@ def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | Non
         if is_test_config(path):
             plan.restore.append(path)
             plan.model_tests.append(path)
+            plan.model_files.append(path)
         elif is_test_path(path) or (material is not None and material.holds(path)):
             plan.restore.append(path)
             plan.model_tests.append(path)
+            plan.model_files.append(path)
             if base is None and read_candidate(path) is not None:
                 plan.new_test_files.append(path)
+        elif name in SECTIONED_CONFIG:
+            _section_edit(plan, path, base, read_candidate(path))
         elif refusal := _refusal(path, base, read_candidate, taken):
             plan.refusals.append(refusal)
         if name in PACKAGING_FILES and (_text(read_candidate(path)).count("pytest11")
@@ -151,18 +152,9 @@ def plan_verdict_tree(changed: list[str], read_base: Callable[[str], bytes | Non
 
 def _refusal(path: str, base: bytes | None, read_candidate: Callable[[str], bytes | None],
              taken: frozenset[str]) -> str | None:
-    """Why a change to a path that is not test material is refused, if it is: the pytest
-    section of a shared config, a module shadowing the runner, a start-up hook, or
-    packaging metadata in the tree."""
+    """Why a change to a path that is not test material is refused, if it is: a module
+    shadowing the runner, a start-up hook, or packaging metadata in the tree."""
     name = PurePosixPath(path).name
-    if name in SECTIONED_CONFIG:
-        before = pytest_section(name, _text(base))
-        after = pytest_section(name, _text(read_candidate(path)))
-        if before == after:
-            return None
-        section = "[tool.pytest]" if name == "pyproject.toml" else "[tool:pytest]"
-        return (f"the change edits the pytest configuration ({section} in {path}); the "
-                "verdict uses the repository's own test configuration: leave it as it is")
     if base is None and (module := shadows_runner(path, taken)):
         return f"the change adds {path}, which would shadow `{module}` when the tests run"
     if name in START_UP_NAMES:
@@ -172,6 +164,78 @@ def _refusal(path: str, base: bytes | None, read_candidate: Callable[[str], byte
         return (f"the change adds packaging metadata ({path}): importlib.metadata reads it "
                 "from the tree, and an entry point there is a plugin pytest loads")
     return None
+
+
+def _section_edit(plan: TreePlan, path: str, base: bytes | None,
+                  candidate: bytes | None) -> None:
+    """A change to the pytest section of a pyproject.toml or setup.cfg: the verdict takes
+    the change's file with the base's section, the model's tests on the base tree the
+    base's file with the change's section; when the text cannot be cut there, the whole
+    file (the base's for the verdict, the change's for the model's tests)."""
+    name = PurePosixPath(path).name
+    before, after = pytest_section(name, _text(base)), pytest_section(name, _text(candidate))
+    if before == after:
+        return
+    plan.model_tests.append(path)  # shown as an edit of the test configuration
+    section = "[tool.pytest]" if name == "pyproject.toml" else "[tool:pytest]"
+    verdict_file = swap_section(name, candidate, base)
+    if verdict_file is None:
+        plan.restore.append(path)
+        plan.notes.append(f"the change edits the pytest configuration ({section} in {path}) "
+                          "and the section could not be put back alone: the repository's "
+                          "tests ran with the whole file as the base has it")
+    else:
+        plan.restored_files[path] = verdict_file
+    on_base = swap_section(name, base, candidate)
+    if on_base is None:
+        plan.model_files.append(path)
+    else:
+        plan.on_base_files[path] = on_base
+    changed = _changed_settings(before, after)
+    if changed is None:
+        plan.notes.append(f"the change registers pytest markers in {path} ({section}); the "
+                          "model's own tests ran with them, the repository's tests with the "
+                          "base's configuration")
+        return
+    plan.flags.append(f"the change edits the pytest configuration ({section} in {path}: "
+                      f"{changed}): the repository's tests ran with the base's, the model's "
+                      "own tests with the change's; merged, it changes how the "
+                      "repository's tests run")
+
+
+def _settings(section: object, prefix: str = "") -> dict[str, object]:
+    """A parsed pytest section as setting → value (`ini_options.addopts`, `markers`)."""
+    if not isinstance(section, dict):
+        return {} if section is None else {"(the whole section, unreadable)": section}
+    flat: dict[str, object] = {}
+    for key, value in section.items():
+        if isinstance(value, dict):
+            flat.update(_settings(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _entries(value: object) -> set[str]:
+    """A setting's entries: a TOML list's items, an INI value's lines."""
+    items = value if isinstance(value, list) else str(value or "").splitlines()
+    return {str(item).strip() for item in items} - {""}
+
+
+def _changed_settings(before: object, after: object) -> str | None:
+    """The settings a pytest section edit changes, named; None when it only registers
+    markers in a section the base has (adds to `markers`, which changes no test's run; a
+    new section would make this file pytest's configuration instead of another one)."""
+    old, new = _settings(before), _settings(after)
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if isinstance(before, dict) and isinstance(after, dict) and changed and all(
+            k.rpartition(".")[2] == "markers" and _entries(old.get(k)) <= _entries(new.get(k))
+            for k in changed):
+        return None
+    if before is None or after is None:
+        changed = ["the section " + ("added" if before is None else "removed"), *changed]
+    shown = [k if len(k) <= 40 else k[:39] + "…" for k in changed[:5]]
+    return ", ".join(shown) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
 
 
 def _library_tests(plan: TreePlan, path: str, base: bytes | None,

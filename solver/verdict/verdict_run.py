@@ -28,7 +28,6 @@ from pathlib import Path
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
 from solver.hostgit import HostRepo, Snapshot, run_git
-from solver.policy import source_text_refusals
 from solver.verdict.change_flags import failing_tests, scan_change
 from solver.verdict.evidence import changed_test_functions, changed_tests, names_added
 from solver.verdict.junit_report import (
@@ -230,8 +229,6 @@ class VerdictRunner:
         material = self.material(baseline)
         plan = plan_verdict_tree(snapshot.paths, self.repo.read_base, self._reader(snapshot),
                                  material)
-        # A fix is source text, judged on the tree as staged (policy.py).
-        plan.refusals += source_text_refusals(self.repo, snapshot.tree, snapshot.paths)
         restore = {*plan.restore, *(p for p in drift if is_test_path(p) or is_test_config(p)
                                     or material.holds(p))}
         verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
@@ -240,14 +237,12 @@ class VerdictRunner:
                                            self.scratch)
         final = self.run(verdict_tree, "verdict", timeout)
         with_model_tests = None
-        model_test_files = [p for p in plan.model_tests if not is_test_config(p)]
-        if model_test_files and not plan.refusals:
-            # The model's own tests, with the original configuration: reported
-            # separately, never counted for the original tests.
-            configs = [p for p in plan.restore if is_test_config(p)]
-            tree = self.repo.tree_with_base_paths(snapshot.tree, configs)
+        if plan.model_test_files() and not plan.refusals:
+            # The model's own tests, with its test configuration (its conftest.py, the
+            # markers it registered): reported apart, never counted for the original tests.
+            tree = self.model_tests_tree(snapshot, plan, on_base=False)
             with_model_tests = self.run(tree, "model-tests", timeout)
-        reruns = self.reruns(baseline, final, with_model_tests, snapshot, model_test_files,
+        reruns = self.reruns(baseline, final, with_model_tests, snapshot, plan,
                              timeout)
         verdict = decide(baseline, final, plan, with_model_tests, reruns)
         # Said to the reviewer, never refused: what no test run tells from a fix.
@@ -267,7 +262,7 @@ class VerdictRunner:
 
     def reruns(self, baseline: TestVerdict, final: TestVerdict,
                with_model_tests: TestVerdict | None, snapshot: Snapshot,
-               model_files: list[str], timeout: float) -> Reruns:
+               plan: TreePlan, timeout: float) -> Reruns:
         """What tells what the change does: the second baseline run when a baseline
         failure still fails after the change (verdict.excuse); the model's new and changed
         tests against the base tree whenever one of them passes with the change, whatever
@@ -281,12 +276,7 @@ class VerdictRunner:
             if test not in final.tests or test in changed)
         if not passing:
             return Reruns(second, None, new_names, changed)
-        # The base tree with the model's test files as the change has them: every other
-        # path the change (or the bot's earlier commits) touched goes back to the base.
-        drift = [] if self.repo.test_base == self.repo.base else \
-            self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
-        back = [p for p in {*snapshot.paths, *drift} if p not in model_files]
-        tree = self.repo.tree_with_base_paths(snapshot.tree, back)
+        tree = self.model_tests_tree(snapshot, plan, on_base=True)
         return Reruns(second, self.run(tree, "model-tests-on-base", timeout), new_names,
                       changed)
 
@@ -306,6 +296,22 @@ class VerdictRunner:
                    for path in model_files if path.endswith(".py")}
         return tuple(changed_tests(sorted(t for t in with_model_tests.tests
                                           if t in final.tests), changed))
+
+    def model_tests_tree(self, snapshot: Snapshot, plan: TreePlan, on_base: bool) -> str:
+        """The tree the model's own tests run on, with the model's test configuration (its
+        conftest.py, pytest.ini, the markers it registered): the change as it is, or
+        (`on_base`) the base tree with the change's test files and test configuration,
+        every other path the change (or the bot's earlier commits) touched put back. Never
+        the verdict's tree: no run on these judges the repository's own tests."""
+        if not on_base:
+            return snapshot.tree
+        drift = [] if self.repo.test_base == self.repo.base else \
+            self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
+        back = [p for p in {*snapshot.paths, *drift} if p not in plan.model_files]
+        tree = self.repo.tree_with_base_paths(snapshot.tree, back)
+        if plan.on_base_files:  # the base's pyproject.toml with the change's pytest section
+            tree = tree_with_files(self.repo, tree, plan.on_base_files, self.scratch)
+        return tree
 
     def _reader(self, snapshot: Snapshot) -> Callable[[str], bytes | None]:
         """Candidate file contents, read from the host's git objects (never the tree)."""

@@ -106,7 +106,7 @@ def test_go_json_events_and_command() -> None:
                                      "ex/m/TestC": "skipped", "ex/n (package)": "error"}
 
 
-def test_plan_restores_tests_and_refuses_config_and_shadowing() -> None:
+def test_plan_restores_tests_and_config_and_refuses_shadowing() -> None:
     base = {"tests/test_a.py": b"x", "conftest.py": b"", "pyproject.toml":
             b"[project]\nname='p'\n[tool.pytest.ini_options]\naddopts='-q'\n",
             "src/p.py": b""}
@@ -119,9 +119,12 @@ def test_plan_restores_tests_and_refuses_config_and_shadowing() -> None:
     plan = plan_verdict_tree(changed, base.get, candidate.get)
     assert plan.restore == ["conftest.py", "sub/conftest.py", "tests/test_new.py"]
     assert plan.new_test_files == ["tests/test_new.py"]
-    assert len(plan.refusals) == 3
-    assert "pytest configuration ([tool.pytest] in pyproject.toml)" in plan.refusals[1]
+    assert len(plan.refusals) == 2
     assert "adds _pytest/__init__.py, which would shadow `_pytest`" in plan.refusals[0]
+    # The pytest section goes back to the base's for the verdict, shown and flagged.
+    assert plan.restored_files["pyproject.toml"] == base["pyproject.toml"]
+    assert "pyproject.toml" in plan.model_tests
+    assert any("ini_options.addopts" in flag for flag in plan.flags), plan.flags
     # Other edits to pyproject.toml are the change's own business.
     other = {**base, "pyproject.toml": base["pyproject.toml"] + b"[tool.ruff]\n"}
     assert plan_verdict_tree(["pyproject.toml"], base.get, other.get).refusals == []
