@@ -28,6 +28,7 @@ from pathlib import Path
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
 from solver.hostgit import HostRepo, Snapshot, run_git
+from solver.policy import source_text_refusals
 from solver.verdict.change_flags import failing_tests, scan_change
 from solver.verdict.evidence import changed_test_functions, changed_tests, names_added
 from solver.verdict.junit_report import (
@@ -229,6 +230,8 @@ class VerdictRunner:
         material = self.material(baseline)
         plan = plan_verdict_tree(snapshot.paths, self.repo.read_base, self._reader(snapshot),
                                  material)
+        # A fix is source text, judged on the tree as staged (policy.py).
+        plan.refusals += source_text_refusals(self.repo, snapshot.tree, snapshot.paths)
         restore = {*plan.restore, *(p for p in drift if is_test_path(p) or is_test_config(p)
                                     or material.holds(p))}
         verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
@@ -270,7 +273,8 @@ class VerdictRunner:
         second = self.second_baseline(baseline, timeout) \
             if needs_second_baseline(baseline, final) else None
         new_names = self.names_added(snapshot)
-        changed = self.changed_model_tests(with_model_tests, final, snapshot, model_files)
+        changed = self.changed_model_tests(with_model_tests, final, snapshot,
+                                           plan.model_test_files())
         passing = with_model_tests is not None and any(
             status == "passed" for test, status in with_model_tests.tests.items()
             if test not in final.tests or test in changed)
