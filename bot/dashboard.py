@@ -35,6 +35,7 @@ from bot.deps import (
 from bot.pages import duration
 from runstore.store import RUN_STATUSES, Run, RunStore
 from solver import old_names
+from solver.verdict.evidence import TestEvidence
 
 __all__ = ["DashboardAuth", "compare_tests", "router"]
 
@@ -159,6 +160,7 @@ async def run_page(dashboard: Viewer, run_id: int) -> Response:
     steps = model_steps(events) if _failed(run, result) else None
     return _page(dashboard, "run.html", run=run, events=events, result=result,
                  read_first=read_first(events), services=services(events), steps=steps,
+                 evidence=evidence(events),
                  next_seq=events[-1][0] if events else 0)
 
 
@@ -251,6 +253,22 @@ def read_first(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]
             flags = verdict.get("read_first") or []
             return [f for f in flags if isinstance(f, dict)]
     return []
+
+
+def evidence(events: list[tuple[int, dict[str, Any]]]) -> list[TestEvidence] | None:
+    """The latest verdict's evidence, per test (solver/verdict/evidence.py); None before
+    any verdict, or for a record that holds none it can read."""
+    for _, record in reversed(events):
+        verdict = record.get("verdict") if record.get("kind") in ("result", "tests") else None
+        if isinstance(verdict, dict) and isinstance(verdict.get("evidence"), list):
+            found = []
+            for entry in verdict["evidence"]:
+                try:
+                    found.append(TestEvidence.from_dict(entry))
+                except ValueError:  # a record this version cannot read: left out
+                    continue
+            return found
+    return None
 
 
 def services(events: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -23,6 +23,13 @@ from bot.markdown import (
 from solver import old_names
 from solver.report import CandidatesReport
 from solver.service_report import ServiceLine, services_text
+from solver.verdict.evidence import (
+    NEW_FEATURE,
+    PASSES_ON_BASE,
+    REPOSITORY,
+    TestEvidence,
+    reproducing,
+)
 
 if TYPE_CHECKING:  # the receiver never imports the solver's run path
     from solver.run import Decision
@@ -37,6 +44,8 @@ CI_WARNING = (
 NEEDS_REVIEW_LABEL = "needs-human-review"
 # On a PR whose change adds what no test run tells from a fix ("Read this first").
 CAREFUL_REVIEW_LABEL = "needs-careful-review"
+# On a PR where no test fails without the change (solver/verdict/evidence.py).
+UNVERIFIED_LABEL = "frognano:unverified"
 OUTPUT_TAIL_CHARS = 3000
 
 
@@ -261,10 +270,11 @@ class RunReport:
     changed_files: list[ChangedFile] = field(default_factory=list)  # the change's size
     still_failing: list[str] = field(default_factory=list)  # failed or errored at the end
     # Baseline failures the verdict did not blame on the change (Verdict.preexisting,
-    # .flaky) and what showed the change does something (.evidence): test ids.
+    # .flaky), and what each test shows on the base and with the change (.evidence).
     preexisting: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)
+    evidence: list[TestEvidence] = field(default_factory=list)
+    base_branch: str = ""  # the branch the change goes into, which the evidence ran on
     # The test services (`services:`) as they ran, or as asked when they did not start.
     services: list[ServiceLine] = field(default_factory=list)
     ci_rounds: list[CiRoundLine] = field(default_factory=list)  # CI repairs (issue 23 §2)
@@ -278,6 +288,43 @@ def baseline_failures_headline(report: RunReport) -> list[str]:
              "this change"] if report.preexisting else []
     parts += [f"{len(report.flaky)} flaky test(s)"] if report.flaky else []
     return [f"⚠️ **{'; '.join(parts)}**: listed under *Tests*.", ""]
+
+
+MAX_EVIDENCE = 10  # tests named in the headline; the run page has every one
+
+
+def _whose(entry: TestEvidence) -> str:
+    return "the repository's own test" if entry.source == REPOSITORY else \
+        "a test this change adds or edits"
+
+
+def evidence_headline(report: RunReport) -> list[str]:
+    """The PR's first claim, per test: which fails on the base branch and passes with the
+    change, or that none does (then the PR is labelled unverified). A test that fails on
+    the base only for a name the change adds shows a new feature; one that passes there
+    too shows nothing."""
+    base = code_span(report.base_branch or "the base branch")
+    proof = [e for e in report.evidence if e.reproduces]
+    lines = [f"✅ {code_span(e.test)} fails on {base} and passes with this change "
+             f"({_whose(e)}; on {base} it {escape_text(e.on_base)})."
+             for e in proof[:MAX_EVIDENCE]]
+    if not proof:
+        lines.append(f"⚠️ **No test fails without this change: the fix is unverified** "
+                     f"(labelled `{UNVERIFIED_LABEL}`).")
+    feature = [e for e in report.evidence if e.kind == NEW_FEATURE]
+    lines += [f"🆕 {code_span(e.test)} fails on {base} only because it uses a name this "
+              f"change adds: it shows a new feature, not a fix." for e in feature[:MAX_EVIDENCE]]
+    nothing = [e for e in report.evidence if e.kind == PASSES_ON_BASE]
+    if nothing and not proof:
+        lines.append(f"ℹ️ Passing on {base} too, so showing nothing about the fix: "
+                     + ", ".join(code_span(e.test) for e in nothing[:MAX_EVIDENCE])
+                     + (f", … and {len(nothing) - MAX_EVIDENCE} more"
+                        if len(nothing) > MAX_EVIDENCE else "") + ".")
+    shown = len(proof[:MAX_EVIDENCE]) + len(feature[:MAX_EVIDENCE])
+    if len(proof) + len(feature) > shown:
+        lines.append(f"… and {len(proof) + len(feature) - shown} more (the run page lists "
+                     "every one).")
+    return [line for entry in lines for line in (entry, "")]
 
 
 def baseline_failures_lines(preexisting: list[str], flaky: list[str], evidence: list[str],
@@ -369,7 +416,8 @@ def _verdict_section(report: RunReport) -> list[str]:
         "base branch)",
         *([f"- {escape_prose(report.new_tests)} (the model's own tests, reported, never "
            "counted)"] if report.new_tests else []),
-        *baseline_failures_lines(report.preexisting, report.flaky, report.evidence),
+        *baseline_failures_lines(report.preexisting, report.flaky,
+                                 reproducing(report.evidence)),
         *[f"- {escape_prose(note)}" for note in report.verdict_notes],
         *([f"- setup {escape_prose(report.setup_note)}: {_shown_command(report.setup_command)}"]
           if report.setup_note else []),
@@ -432,6 +480,7 @@ def pr_body(report: RunReport) -> str:
     return "\n".join([
         f"Fixes #{report.issue_number}{title}",
         "",
+        *evidence_headline(report),
         "Written by FrogNano, a small local model. **Needs human review** before merging.",
         "",
         *pointer,

@@ -41,6 +41,7 @@ from solver.report import CandidatesReport
 from solver.run import BestOfN, NoTestCommand, RunOutcome, RunRequest, Workspace, run
 from solver.service_report import services_text
 from solver.setup.package_index import NO_INDEX, PackageIndex
+from solver.verdict.evidence import NEW_FEATURE, TestEvidence
 from workers.run_recording import RunRecorder
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -317,6 +318,17 @@ def _check_issue_size(issue: str, model: object, context: int) -> None:
                        "shorten it or raise --n-ctx")
 
 
+def evidence_lines(evidence: list[TestEvidence]) -> list[str]:
+    """What the tests show, as the PR's first lines say it (bot.messages.evidence_headline):
+    each test that fails on the base and passes with the change, or that none does."""
+    lines = [f"{e.test} fails on the base and passes with this change" for e in evidence
+             if e.reproduces] or ["none: no test fails without this change, the fix is "
+                                  "unverified"]
+    lines += [f"{e.test} fails on the base only because it uses a name this change adds: "
+              "a new feature, not a fix" for e in evidence if e.kind == NEW_FEATURE]
+    return lines
+
+
 def _report(result: SolveResult, console: Console) -> None:
     """Everything here is data (paths, test ids, output): escaped, never read as markup."""
     style = "green" if result.tests_passed else "red"
@@ -342,6 +354,8 @@ def _report(result: SolveResult, console: Console) -> None:
             else "[bold red]not accepted[/bold red]"
         console.print(f"verdict: {state} ({shown(verdict.mode)}); "
                       f"{shown(verdict.new_tests_summary())}", highlight=False)
+        for line in evidence_lines(verdict.evidence):
+            console.print(f"evidence: {shown(line)}", highlight=False)
         for note in verdict.notes:
             console.print(f"  note: {shown(note)}", highlight=False)
         # What no test run tells from a fix: before the warnings, as in the PR body.

@@ -52,7 +52,6 @@ from solver.run import (
     Workspace,
     run,
 )
-from solver.verdict.evidence import reproducing
 from workers import ci_repair
 from workers.context import RunContext
 from workers.coordination import IssueCoordinator
@@ -178,7 +177,9 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.cancelled(reason)
         return outcome
-    report = _report(rt, trigger, generation, result, ran, issue.title)
+    # What the evidence ran on: the default branch, or for a review the PR's branch.
+    base = branch_for(trigger.issue_number) if reviewing else default_branch
+    report = _report(rt, trigger, generation, result, ran, (issue.title, base))
     decision = ran.decision
     report = ci_repair.with_rounds(ctx, report, decision.action == "publish")
     if trigger.kind == "ci":  # not reproduced, or nothing to push: said on the PR
@@ -202,7 +203,8 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     # A cancel is honoured up to the push; after an accepted push the PR steps finish.
     return publish_pull(ctx, host, result.snapshot, DraftPull(
         title=pull_title(issue.title), body=pr_body(report), base=default_branch,
-        message=message, careful=bool(report.read_first)))
+        message=message, careful=bool(report.read_first),
+        unverified=not any(e.reproduces for e in report.evidence)))
 
 
 def _not_published(ctx: RunContext, result: SolveResult, report: RunReport,
@@ -273,7 +275,9 @@ def _guidance(ctx: RunContext) -> str:
 
 
 def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
-            ran: RunOutcome, title: str = "") -> RunReport:
+            ran: RunOutcome, titled: tuple[str, str] = ("", "")) -> RunReport:
+    """`titled`: the issue's title and the branch the change goes into."""
+    title, base_branch = titled
     url = (f"{rt.public_url.rstrip('/')}/runs/{trigger.owner}/{trigger.repo}/"
            f"{trigger.issue_number}/{generation}" if rt.public_url else None)
     verdict = result.verdict
@@ -307,7 +311,7 @@ def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
                              .items() if state in ("failed", "error") and t not in excused),
         preexisting=list(verdict.preexisting) if verdict else [],
         flaky=list(verdict.flaky) if verdict else [],
-        evidence=reproducing(verdict.evidence) if verdict else [],
+        evidence=list(verdict.evidence) if verdict else [], base_branch=base_branch,
         services=result.services,
     )
 

@@ -91,11 +91,16 @@ def test_label_opens_a_draft_pr_whose_branch_passes_the_tests(stack: Stack,
     assert pull.title == "[FrogNano] add() subtracts"
     assert pull.body.startswith("Fixes #1: ") and "Needs human review" in pull.body
     assert "- `tests/test_calc.py::test_add`: failed → passed" in pull.body
+    # The evidence comes first: the repository's test that fails on main passes here.
+    assert pull.body.splitlines()[2].startswith(
+        "✅ `tests/test_calc.py::test_add` fails on `main` and passes with this change"), \
+        pull.body
     assert "https://frognano.example/runs/octo/calc/1/1" in pull.body
     wait_for(lambda: pull.requested_reviewers == [MAINTAINER], message="a review request")
     wait_for(lambda: "needs-human-review" in stack.fake.issue_labels(OWNER, "calc", pull.number),
              message="the review label")
     assert "needs-human-review" in stack.fake.labels(OWNER, "calc")
+    assert "frognano:unverified" not in stack.fake.issue_labels(OWNER, "calc", pull.number)
     eyes = [r for r in stack.fake.reactions if r.content == "eyes" and r.subject == "issue"]
     assert eyes, "a 👀 reaction on the trigger"
     wait_for(lambda: "opened a draft pull request" in stack.status("calc", 1),

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.github_api import GitHubApi, PullInfo, RepoRef
-from bot.messages import NEEDS_REVIEW_LABEL
+from bot.messages import NEEDS_REVIEW_LABEL, UNVERIFIED_LABEL
 from solver.hostgit import HostRepo, Snapshot
 from solver.policy import branch_for, not_installed_note
 from solver.retry import with_backoff
@@ -35,6 +35,7 @@ class DraftPull:
     base: str  # the branch the PR goes into (the default branch)
     message: str  # the commit's
     careful: bool = False  # the change scan flagged it: labelled needs-careful-review too
+    unverified: bool = False  # no test fails without the change: labelled so
 
 
 def publish_pull(ctx: RunContext, host: HostRepo, snapshot: Snapshot, draft: DraftPull
@@ -79,6 +80,10 @@ def push_and_open_pull(api: GitHubApi, cache: RepoCache, repo: RepoRef, host: Ho
     api.add_labels(repo, pull.number, [NEEDS_REVIEW_LABEL])
     if draft.careful:
         label_careful(api, repo, pull.number)
+    if draft.unverified:
+        api.ensure_label(repo, UNVERIFIED_LABEL, "fbca04",
+                         "No test fails without FrogNano's change: the fix is unverified")
+        api.add_labels(repo, pull.number, [UNVERIFIED_LABEL])
     api.request_review(repo, pull.number, [reviewer])
     return pull
 

@@ -338,4 +338,5 @@ def _replayed_report(report: RunReport, judgement: Judgement) -> RunReport:
         report, final_summary=judgement.final.summary(), final_output=judgement.final.output,
         verdict_notes=[*judgement.verdict.notes, "the tests were re-run on the change "
                        "replayed on the branch's new head"],
-        new_tests=judgement.verdict.new_tests_summary())
+        new_tests=judgement.verdict.new_tests_summary(),
+        evidence=list(judgement.verdict.evidence))

@@ -37,6 +37,14 @@ from solver.agent.transcript import Transcript
 from solver.models.base import Usage
 from solver.service_report import ServiceLine
 from solver.verdict.change_flags import ChangeFlag
+from solver.verdict.evidence import (
+    MODEL,
+    NEW_FEATURE,
+    PASSES_ON_BASE,
+    REPOSITORY,
+    REPRODUCES,
+    TestEvidence,
+)
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import Verdict
 from tests.support.chromium import chromium, keep_screenshot, serve_app
@@ -402,6 +410,42 @@ def test_run_page_puts_read_this_first_above_the_diff(client: TestClient, store:
     assert "&lt;b&gt;special&lt;/b&gt;" in section and "<b>special" not in section
     plain = client.get(f"/runs/{record_finished_run(store, tmp_path)}").text
     assert 'id="read-first"' not in plain, "an unflagged run has no such section"
+
+
+def record_run_with_evidence(store: RunStore, tmp_path: Path,
+                             evidence: list[TestEvidence]) -> int:
+    """A finished run whose verdict carries `evidence` (solver/verdict/evidence.py)."""
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=8, trigger="label", run_number=1)
+    verdict = Verdict(accepted=True, evidence=evidence)
+    with Transcript(tmp_path / f"evidence-{len(evidence)}.jsonl") as transcript:
+        events = Outputs(transcript, recorder)
+        events.emit(started())
+        done = finished(_tests(False, "failed"), _tests(True, "passed"), diff=DIFF, steps=1)
+        events.emit(RunFinished(result=dataclasses.replace(done.result, verdict=verdict)))
+    recorder.finish("passed", outcome="pr_opened")
+    assert recorder.run_id is not None
+    return recorder.run_id
+
+
+def test_run_page_shows_the_evidence_as_the_pr_does(client: TestClient, store: RunStore,
+                                                    tmp_path: Path) -> None:
+    client.get(f"/runs?token={TOKEN}")
+    proof = TestEvidence("tests/test_calc.py::test_add<b>", REPRODUCES, REPOSITORY,
+                         "failed at an assertion")
+    shown = TestEvidence("tests/test_new.py::test_tail", NEW_FEATURE, MODEL,
+                         "AttributeError on a name the change adds (tail)")
+    html = client.get(f"/runs/{record_run_with_evidence(store, tmp_path, [proof, shown])}").text
+    section = html[html.index('id="evidence"'):html.index('id="diff"')]
+    assert "<code>tests/test_calc.py::test_add&lt;b&gt;</code> fails on the base and passes " \
+           "with the change" in section and "<b>" not in section
+    assert "the repository&#39;s own test; on the base it failed at an assertion" in section
+    assert "<code>tests/test_new.py::test_tail</code>: 🆕 fails on the base only because" \
+        in section and 'id="unverified"' not in section
+    nothing = TestEvidence("tests/test_new.py::test_zero", PASSES_ON_BASE, MODEL, "passed")
+    html = client.get(f"/runs/{record_run_with_evidence(store, tmp_path, [nothing])}").text
+    section = html[html.index('id="evidence"'):html.index('id="diff"')]
+    assert 'id="unverified"' in section and "the fix is unverified" in section
+    assert "passes on the base too: shows nothing about the fix" in section
 
 
 @BROWSER_BACKEND

@@ -10,6 +10,7 @@ import pytest
 from bot.messages import (
     EXIT_REASON_WORDS,
     STATUS_MARKER,
+    UNVERIFIED_LABEL,
     ChangedFile,
     ReadFirst,
     RunReport,
@@ -21,6 +22,14 @@ from bot.messages import (
 )
 from solver.agent.loop import ExitReason
 from solver.service_report import ServiceLine
+from solver.verdict.evidence import (
+    MODEL,
+    NEW_FEATURE,
+    PASSES_ON_BASE,
+    REPOSITORY,
+    REPRODUCES,
+    TestEvidence,
+)
 
 
 def report(**overrides: object) -> RunReport:
@@ -170,3 +179,44 @@ def test_the_ci_not_repaired_reply_ends_one_sentence_once_and_keeps_the_reason_i
     reply = ci_not_repaired(2, 2, ["tests (3.11)"], "Nothing was pushed. @owner see #4.")
     assert "Nothing was pushed. @\u200bowner see #\u200b4. The branch" in reply, reply
     assert ".." not in reply and "round 2 of 2" in reply and "`tests (3.11)`" in reply, reply
+
+
+def test_the_pr_body_says_first_which_test_fails_on_the_base_and_passes_with_the_fix() -> None:
+    body = pr_body(report(base_branch="main", evidence=[
+        TestEvidence("tests/test_calc.py::test_add", REPRODUCES, REPOSITORY,
+                     "failed at an assertion"),
+        TestEvidence("tests/test_more.py::test_add_big", REPRODUCES, MODEL, "raised KeyError"),
+        TestEvidence("tests/test_more.py::test_zero", PASSES_ON_BASE, MODEL, "passed")]))
+    first = body.split("Written by FrogNano")[0]
+    assert first.startswith("Fixes #7: add() subtracts\n"), "the closing line stays first"
+    assert "✅ `tests/test_calc.py::test_add` fails on `main` and passes with this change " \
+           "(the repository's own test; on `main` it failed at an assertion)." in first
+    assert "✅ `tests/test_more.py::test_add_big` fails on `main` and passes with this " \
+           "change (a test this change adds or edits; on `main` it raised KeyError)." in first
+    assert "unverified" not in body and "test_zero" not in first, "a verified PR leads with proof"
+
+
+def test_a_pr_with_no_reproducing_test_says_it_is_unverified_and_why() -> None:
+    body = pr_body(report(base_branch="develop", evidence=[
+        TestEvidence("tests/test_more.py::test_zero", PASSES_ON_BASE, MODEL, "passed"),
+        TestEvidence("tests/test_new.py::test_tail", NEW_FEATURE, MODEL,
+                     "AttributeError on a name the change adds (tail)")]))
+    first = body.split("Written by FrogNano")[0]
+    assert "⚠️ **No test fails without this change: the fix is unverified** (labelled " \
+           f"`{UNVERIFIED_LABEL}`)." in first
+    assert "🆕 `tests/test_new.py::test_tail` fails on `develop` only because it uses a " \
+           "name this change adds: it shows a new feature, not a fix." in first
+    assert "Passing on `develop` too, so showing nothing about the fix: " \
+           "`tests/test_more.py::test_zero`." in first
+    assert "✅" not in first
+    assert "⚠️ **No test fails" in pr_body(report()), "no evidence at all is unverified too"
+
+
+def test_the_evidence_headline_is_inert_and_bounded() -> None:
+    hostile = [TestEvidence(f"t.py::test_{n}[@octocat #1 https://x.example]", REPRODUCES,
+                            MODEL, "raised `Boom` @octocat") for n in range(30)]
+    body = pr_body(report(base_branch="main", evidence=hostile))
+    first = body.split("Written by FrogNano")[0]
+    assert first.count("✅") == 10 and "… and 20 more (the run page lists every one)." in first
+    assert "@octocat" not in first.replace("`", "").replace("@\u200b", ""), \
+        "a mention stays a code span or is broken"
