@@ -223,8 +223,10 @@ def test_a_hostile_setup_py_reaches_only_the_index_and_never_sees_its_token(
             own = own_address()
             source = _repo(root, {"own": own, "service_port": port,
                                   "index_port": index.port})
-            listed = [own, "64:ff9b::7f00:1", "64:ff9b:1::7f00:1", "2002:7f00:1::1",
-                      "2001:0:7f00:1::1", "::ffff:127.0.0.1", "::127.0.0.1"]
+            # On the service's port: the address checks, not the port's, refuse them.
+            listed = [f"{own}:{port}", *(f"[{v6}]:{port}" for v6 in (
+                "64:ff9b::7f00:1", "64:ff9b:1::7f00:1", "2002:7f00:1::1", "2001:0:7f00:1::1",
+                "::ffff:127.0.0.1", "::127.0.0.1"))]
             proc, transcript = _solve(source, root, root / "state", {
                 "FROGNANO_PIP_INDEX_URL": index.url,
                 # An operator naming those hosts must still not open them.
