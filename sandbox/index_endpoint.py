@@ -15,6 +15,15 @@ A file whose link gives a sha256 goes through a download cache that runs share
 stored only once its bytes matched it. An index that fails (401, DNS, a timeout) gives pip
 a 502 whose reason names it, credentials left out, and a line in the run's NetworkLog.
 
+What an index hands over is not followed blindly (`follow_problem`): from an http(s) index
+a link or a redirect leads only to http(s), and, off the index's own origin, only to
+addresses the egress proxy's own check allows (`address_problem`: no loopback service, no
+cloud metadata, no LAN), checked where the endpoint connects, the address it checked
+dialled; `file:` only from a `file:` entry and only inside its directory (`file_root`).
+urllib's redirect handler refuses other schemes for this reason (CVE-2011-1521); the loop
+here follows redirects itself, so it checks each one. Each setup's fetches have a budget
+of bytes, and the disk they take is the cap's and the spool's (sandbox/download_cache.py).
+
 Written here rather than taken from PyPI: proxpi (Flask) reads its configuration from
 the environment at import and has no `file://` upstream; devpi-server is a server with a
 database of its own; pypiserver serves local directories only. And sandbox/ imports
@@ -24,6 +33,7 @@ the standard library alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import html
 import http.client
@@ -31,7 +41,6 @@ import os
 import re
 import socket
 import ssl
-import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -43,7 +52,17 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
-from sandbox.egress import NetworkLog, OutboundProxy, SocketService, printable, redact
+from sandbox.download_cache import DownloadCache, FetchBudget, SpoolFull
+from sandbox.egress import (
+    ALLOW_SETTING,
+    Network,
+    NetworkLog,
+    OutboundProxy,
+    SocketService,
+    address_problem,
+    printable,
+    redact,
+)
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
 INDEX_PORT = 3141  # inside the setup sandbox's own network namespace: nobody else's
@@ -54,6 +73,9 @@ MAX_REDIRECTS = 5
 PAGE_MAX_BYTES = 64 * 1024**2
 MAX_LINKS = 200_000  # entries a setup's pages may add to the table (memory bound)
 CHUNK_BYTES = 1 << 20
+# The fetch budget when the sandbox names no disk quota: SandboxLimits.disk_bytes's default.
+DEFAULT_BUDGET_BYTES = 16 * 1024**3
+BUDGET_SETTING = "FROGNANO_SETUP_FETCH_MAX_GB"
 HTML_ACCEPT = "application/vnd.pypi.simple.v1+html, text/html;q=0.9"
 # What pip reads from an anchor besides its href (PEP 503, 592, 658, 714).
 ANCHOR_ATTRIBUTES = ("data-requires-python", "data-yanked", "data-dist-info-metadata",
@@ -90,6 +112,8 @@ class PackageSources:
     # The venv cache (solver/setup/venv_cache.py) and the cap both caches share (0: none).
     venv_cache_dir: Path | None = None
     cache_max_bytes: int = 0
+    # The bytes one setup may fetch through the endpoint; 0: the sandbox's disk quota.
+    fetch_max_bytes: int = 0
 
     def urls(self) -> tuple[str, ...]:
         return (self.index_url or PYPI_SIMPLE, *self.extra_index_urls, *self.find_links)
@@ -119,11 +143,15 @@ class PackageSources:
 
 
 class UpstreamError(Exception):
-    """What pip is told (`status`: 404, or 502 with `reason`), credentials left out."""
+    """What pip is told (`status`: 403, 404, or 502 with `reason`), credentials left out."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)
         self.status, self.reason = status, redact(reason)
+
+
+class AddressRefused(OSError):
+    """A destination the egress proxy's address check refuses (raised where it connects)."""
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -131,12 +159,131 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # followed by hand: urllib would carry Authorization to any host
 
 
+def file_root(entry: str) -> Path | None:
+    """The directory a `file:` entry's links may lead into: the entry's own directory
+    (a find-links HTML file: the one holding it), or the one above a PEP 503 `simple/`
+    directory, where a mirror keeps its files (`../../files/…`, bandersnatch's
+    `../../packages/…`); resolved. None for an entry that is not `file:`."""
+    parts = urlsplit(entry)
+    if parts.scheme != "file":
+        return None
+    path = Path(os.path.realpath(unquote(parts.path)))
+    if not path.is_dir():
+        return path.parent
+    return path.parent if path.name == "simple" else path
+
+
+def follow_problem(url: str, entry: str) -> str | None:
+    """Why a link or redirect that the configured `entry`'s pages lead to may not be
+    fetched, or None when it may (its addresses are checked when connecting)."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in ("http", "https"):
+        return None
+    if scheme != "file":
+        return "only http(s) and file URLs are followed"
+    root = file_root(entry)
+    if root is None:
+        return "a file: URL from an index that is not a file: directory"
+    try:
+        local_file(url, root)
+    except UpstreamError as exc:
+        return exc.reason
+    return None
+
+
+def local_file(url: str, root: Path) -> Path:
+    """`url`'s path, resolved, when it lies inside `root` (no `..`, no link leading
+    out); UpstreamError otherwise."""
+    path = unquote(urlsplit(url).path)
+    if ".." in path.split("/"):
+        raise UpstreamError(403, f"{printable(path)}: a path with '..' in it")
+    real = Path(os.path.realpath(path))
+    if real != root and root not in real.parents:
+        raise UpstreamError(403, f"{printable(path)} lies outside {root}")
+    return real
+
+
+def same_origin(url: str, entry: str) -> bool:
+    """Whether `url` is on the http(s) `entry`'s own scheme, host and port."""
+    def origin(text: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(text)
+        scheme = parts.scheme.lower()
+        try:
+            port = parts.port or {"http": 80, "https": 443}.get(scheme)
+        except ValueError:
+            return "", "", None
+        return scheme, (parts.hostname or "").lower(), port
+    mine = origin(entry)
+    return mine[0] in ("http", "https") and origin(url) == mine
+
+
+def checked_addresses(host: str, port: int, allow: tuple[Network, ...]
+                      ) -> list[tuple[Any, ...]]:
+    """`host`'s addresses (getaddrinfo's), every one allowed by the egress proxy's own
+    check; AddressRefused naming the first that is not, and the setting that allows it."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    for info in infos:
+        address = str(info[4][0])
+        why = address_problem(address, allow)
+        if why:
+            width = 128 if ":" in address else 32
+            raise AddressRefused(f"{printable(host, 200)} resolves to {address}, {why} "
+                                 f"({ALLOW_SETTING}={address}/{width} would allow it)")
+    return infos
+
+
+def _dial_checked(allow: tuple[Network, ...], address: tuple[str, int],
+                  timeout: Any = None, source_address: Any = None) -> socket.socket:
+    """http.client's `_create_connection`, checked: the address that passed is the one
+    dialled (no second lookup: no DNS rebinding between the check and the connect)."""
+    family, kind, proto, _, target = checked_addresses(*address, allow)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        if timeout is not None and timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
+            sock.settimeout(timeout)
+        sock.connect(target)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class _CheckedHTTP(http.client.HTTPConnection):
+    def __init__(self, host: str, *, allow: tuple[Network, ...], **kwargs: Any) -> None:
+        super().__init__(host, **kwargs)
+        self._create_connection = functools.partial(_dial_checked, allow)
+
+
+class _CheckedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, host: str, *, allow: tuple[Network, ...], **kwargs: Any) -> None:
+        super().__init__(host, **kwargs)
+        self._create_connection = functools.partial(_dial_checked, allow)
+
+
+class _CheckedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+    """Direct connections that dial only addresses `checked_addresses` allows."""
+
+    def __init__(self, context: ssl.SSLContext, allow: tuple[Network, ...]) -> None:
+        urllib.request.HTTPHandler.__init__(self)
+        urllib.request.HTTPSHandler.__init__(self, context=context)
+        self.allow = allow
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_CheckedHTTP, allow=self.allow), req)  # type: ignore[arg-type]
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_CheckedHTTPS, allow=self.allow), req,  # type: ignore[arg-type]
+                            context=self._context)
+
+
 class Upstream:
     """The endpoint's fetches: credentials for their own origin only, the host's outbound
-    proxy unless NO_PROXY names the host, redirects followed here."""
+    proxy unless NO_PROXY names the host, redirects followed here, each hop checked
+    (`follow_problem`; off the entry's own origin, `checked_addresses`)."""
 
-    def __init__(self, urls: tuple[str, ...], proxy: OutboundProxy) -> None:
-        self.proxy = proxy
+    def __init__(self, urls: tuple[str, ...], proxy: OutboundProxy,
+                 allow: tuple[Network, ...] = ()) -> None:
+        self.proxy, self.allow = proxy, allow
         self.credentials: dict[tuple[str, str], str] = {}
         for url in urls:
             parts = urlsplit(url)
@@ -147,36 +294,53 @@ class Upstream:
         self.direct = urllib.request.build_opener(
             urllib.request.ProxyHandler({}), _NoRedirect,
             urllib.request.HTTPSHandler(context=context))
+        self.checked = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), _NoRedirect, _CheckedHandler(context, allow))
         self.proxied = urllib.request.build_opener(
             urllib.request.ProxyHandler({"http": proxy.url, "https": proxy.url}),
             _NoRedirect, urllib.request.HTTPSHandler(context=context))
 
-    def open(self, url: str, accept: str) -> tuple[str, IO[bytes]]:
-        """The final URL and its body; UpstreamError when it cannot be had."""
+    def open(self, url: str, accept: str, entry: str) -> tuple[str, IO[bytes]]:
+        """The final URL and its body, reached from the configured `entry` (a page of it,
+        a link on one, and every redirect on the way checked); UpstreamError when it
+        cannot or may not be had."""
         for _ in range(MAX_REDIRECTS + 1):
-            parts = urlsplit(url)
-            if parts.scheme == "file":
-                return url, _open_local(unquote(parts.path))
-            if parts.scheme not in ("http", "https"):
-                raise UpstreamError(502, f"{printable(url)}: only http(s) and file URLs")
-            location = self._get(url, accept)
+            why = follow_problem(url, entry)
+            if why:
+                raise UpstreamError(403, f"refused {printable(url)}: {why}")
+            if urlsplit(url).scheme.lower() == "file":
+                root = file_root(entry)
+                assert root is not None, "follow_problem refuses file: from elsewhere"
+                return url, _open_local(local_file(url, root))
+            location = self._get(url, accept, checked=not same_origin(url, entry))
             if isinstance(location, str):
                 url = urljoin(url, location)
                 continue
             return url, location
         raise UpstreamError(502, f"{url}: more than {MAX_REDIRECTS} redirects")
 
-    def _get(self, url: str, accept: str) -> str | IO[bytes]:
+    def _opener(self, url: str, checked: bool) -> urllib.request.OpenerDirector:
+        """Direct, checked where it connects, or through the host's outbound proxy
+        (which resolves itself: the addresses this host sees are checked first)."""
+        parts = urlsplit(url)
+        if not self.proxy.for_host(parts.hostname or ""):
+            return self.checked if checked else self.direct
+        if checked:
+            port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+            with contextlib.suppress(socket.gaierror):  # a name only the proxy resolves
+                checked_addresses(parts.hostname or "", port, self.allow)
+        return self.proxied
+
+    def _get(self, url: str, accept: str, *, checked: bool) -> str | IO[bytes]:
         """The body, or where a redirect points."""
         request = urllib.request.Request(url, headers={"Accept": accept,
                                                        "User-Agent": "frognano-index"})
         if _origin(url) in self.credentials:
             request.add_header("Authorization", self.credentials[_origin(url)])
-        opener = self.proxied if self.proxy.for_host(urlsplit(url).hostname or "") \
-            else self.direct
         for try_number in range(FETCH_TRIES):
             last = try_number == FETCH_TRIES - 1
             try:
+                opener = self._opener(url, checked)
                 return opener.open(request, timeout=FETCH_TIMEOUT_SECONDS)  # type: ignore[no-any-return]
             except urllib.error.HTTPError as exc:
                 exc.close()
@@ -188,8 +352,10 @@ class Upstream:
                     raise UpstreamError(502, f"{url} answered {exc.code} {exc.reason}") \
                         from None
             except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                why = getattr(exc, "reason", exc)
+                if isinstance(why, AddressRefused):
+                    raise UpstreamError(403, f"refused {printable(url)}: {why}") from None
                 if last:
-                    why = getattr(exc, "reason", exc)
                     raise UpstreamError(502, f"cannot fetch {url}: {why}") from None
         raise AssertionError("unreachable")
 
@@ -199,13 +365,13 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme, parts.netloc.rpartition("@")[2].lower()
 
 
-def _open_local(path: str) -> IO[bytes]:
-    """A file, or a directory's index.html (as pip reads a file:// index)."""
-    target = Path(path)
+def _open_local(target: Path) -> IO[bytes]:
+    """A file, or a directory's index.html (as pip reads a file:// index); the last
+    component never a link (`local_file` resolved the rest)."""
     if target.is_dir():
         target = target / "index.html"
     try:
-        return open(target, "rb")
+        return os.fdopen(os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
     except OSError as exc:
         raise UpstreamError(404, f"{target}: {exc.strerror}") from None
 
@@ -216,6 +382,7 @@ class Link:
     filename: str
     sha256: str  # from the link's #sha256=…, "" when it gives none
     metadata_sha256: str  # PEP 658's, likewise
+    entry: str  # the configured index or find-links entry whose page gave it
 
 
 class LinkTable:
@@ -257,8 +424,9 @@ def _sha256(text: str) -> str:
     return found.group(1).lower() if found else ""
 
 
-def render_page(page_url: str, text: str, links: LinkTable) -> bytes:
-    """The page pip reads: the upstream page's file links, each pointing back here."""
+def render_page(page_url: str, text: str, links: LinkTable, entry: str) -> bytes:
+    """The page pip reads: the upstream page's file links, each pointing back here
+    (fetched, when asked for, as a link of the configured `entry`)."""
     parser = _Anchors()
     parser.feed(text)
     base = urljoin(page_url, parser.base) if parser.base else page_url
@@ -269,7 +437,8 @@ def render_page(page_url: str, text: str, links: LinkTable) -> bytes:
         if filename in ("", ".", ".."):
             continue
         metadata = anchor.get("data-core-metadata") or anchor.get("data-dist-info-metadata")
-        link_id = links.add(Link(url, filename, _sha256(fragment), _sha256(metadata or "")))
+        link_id = links.add(Link(url, filename, _sha256(fragment), _sha256(metadata or ""),
+                                 entry))
         if link_id is None:
             break
         href = f"/f/{link_id}/{quote(filename)}" + (f"#{fragment}" if fragment else "")
@@ -322,22 +491,35 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class IndexEndpoint(SocketService):
-    """One endpoint per setup sandbox, over `sources`; `tcp` for the unsafe-local backend
-    (which has the host's network: a unix socket would need no relay, but pip needs a
-    URL)."""
+    """One endpoint per setup sandbox, over `sources`; `allow`: the networks the egress
+    proxy allows besides public addresses (FROGNANO_SETUP_EGRESS_ALLOW); `quota_bytes`:
+    the sandbox's disk quota, the fetch budget unless `sources` names one; `tcp` for the
+    unsafe-local backend (which has the host's network: a unix socket would need no
+    relay, but pip needs a URL)."""
 
     def __init__(self, sources: PackageSources, uid: int, gid: int, *,
                  proxy: OutboundProxy | None = None, network_log: NetworkLog | None = None,
+                 allow: tuple[Network, ...] = (), quota_bytes: int = DEFAULT_BUDGET_BYTES,
                  tcp: bool = False) -> None:
         self.sources = sources
         self.log = network_log or NetworkLog()
-        self.upstream = Upstream(sources.urls(), proxy or OutboundProxy())
+        self.upstream = Upstream(sources.urls(), proxy or OutboundProxy(), allow)
         self.indexes = [without_userinfo(as_url(url)).rstrip("/") + "/"
                         for url in (sources.index_url or PYPI_SIMPLE,
                                     *sources.extra_index_urls)]
         self.find_links = [without_userinfo(as_url(url)) for url in sources.find_links]
         self.links = LinkTable()
-        super().__init__(uid, gid, "frognano-index-", SOCKET_NAME, tcp=tcp)
+        self.budget = FetchBudget(sources.fetch_max_bytes or quota_bytes)
+        self.disk = DownloadCache(sources)
+        try:
+            super().__init__(uid, gid, "frognano-index-", SOCKET_NAME, tcp=tcp)
+        except BaseException:
+            self.disk.close()
+            raise
+
+    def close(self) -> None:
+        super().close()
+        self.disk.close()
 
     def serve(self, client: socket.socket) -> None:
         handler = type("Handler", (_Handler,), {"endpoint": self})
@@ -361,20 +543,20 @@ class IndexEndpoint(SocketService):
         project = canonical_name(name)
         if not CANONICAL.fullmatch(project):  # one path segment, nothing else upstream
             raise UpstreamError(404, "not a project name")
-        url, body = self.upstream.open(f"{index}{project}/", HTML_ACCEPT)
+        url, body = self.upstream.open(f"{index}{project}/", HTML_ACCEPT, index)
         with body:
             text = body.read(PAGE_MAX_BYTES).decode("utf-8", "replace")
-        return render_page(url, text, self.links)
+        return render_page(url, text, self.links, index)
 
     def _links_page(self, url: str) -> bytes:
         parts = urlsplit(url)
         if parts.scheme == "file" and Path(unquote(parts.path)).is_dir():
             return render_page(url.rstrip("/") + "/",
-                               directory_page(Path(unquote(parts.path))), self.links)
-        final, body = self.upstream.open(url, HTML_ACCEPT)
+                               directory_page(Path(unquote(parts.path))), self.links, url)
+        final, body = self.upstream.open(url, HTML_ACCEPT, url)
         with body:
             text = body.read(PAGE_MAX_BYTES).decode("utf-8", "replace")
-        return render_page(final, text, self.links)
+        return render_page(final, text, self.links, url)
 
     def _send_file(self, handler: _Handler, link_id: str, name: str) -> None:
         link = self.links.get(link_id)
@@ -384,7 +566,7 @@ class IndexEndpoint(SocketService):
         metadata = name != link.filename
         url = link.url + ".metadata" if metadata else link.url
         path, temporary = self._local_copy(url, link.metadata_sha256 if metadata
-                                           else link.sha256)
+                                           else link.sha256, link.entry)
         try:
             with open(path, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
@@ -395,42 +577,56 @@ class IndexEndpoint(SocketService):
                 handler.connection.sendfile(handle)
         finally:
             if temporary:
-                os.unlink(path)
+                self.disk.release(path)
 
-    def _local_copy(self, url: str, sha256: str) -> tuple[Path, bool]:
-        """A host file holding `url`'s bytes, and whether it is ours to remove after.
-        From the cache when it holds the hash; else fetched (and cached when hashed)."""
-        cache = self.sources.cache_dir
-        cached = cache / "sha256" / sha256 if cache is not None and sha256 else None
-        if cached is not None and cached.is_file():
-            with contextlib.suppress(OSError):  # its last use: the cap evicts the oldest
-                os.utime(cached)
+    def _charge(self, size: int, url: str) -> None:
+        """`size` more bytes fetched by this setup; UpstreamError naming the budget
+        when they do not fit in it."""
+        if not self.budget.charge(size):
+            name = printable(unquote(urlsplit(url).path.rpartition("/")[2]), 200)
+            raise UpstreamError(403, f"refused {name}: past this setup's budget of "
+                                     f"{self.budget.limit / 1024**2:.0f} MiB fetched "
+                                     f"through the package index ({BUDGET_SETTING} sets "
+                                     "it; the sandbox's disk quota by default)")
+
+    def _local_copy(self, url: str, sha256: str, entry: str) -> tuple[Path, bool]:
+        """A host file holding `url`'s bytes, and whether it is the spool's, to release
+        after. From the cache when it holds the hash; else fetched (and cached when
+        hashed and the cap leaves room). Its bytes charged to the budget."""
+        cached = self.disk.hit(sha256)
+        if cached is not None:
+            self._charge(cached.stat().st_size, url)
             return cached, False
-        parts = urlsplit(url)
-        if parts.scheme == "file" and not sha256:
-            return Path(unquote(parts.path)), False  # nothing to check, nothing to keep
-        return self._download(url, sha256, cached)
+        if urlsplit(url).scheme.lower() == "file" and not sha256:
+            why = follow_problem(url, entry)  # nothing to check, nothing to keep
+            root = file_root(entry)
+            if why or root is None:
+                raise UpstreamError(403, f"refused {printable(url)}: {why}")
+            path = local_file(url, root)
+            self._charge(path.stat().st_size, url)
+            return path, False
+        return self._download(url, sha256, entry)
 
-    def _download(self, url: str, sha256: str, cached: Path | None) -> tuple[Path, bool]:
-        spool = cached.parent if cached is not None else None
-        if spool is not None:
-            spool.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _, body = self.upstream.open(url, "*/*")
-        digest = hashlib.sha256()
-        with body:
-            fd, name = tempfile.mkstemp(prefix=".part-", dir=spool)
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    while chunk := body.read(CHUNK_BYTES):
-                        digest.update(chunk)
-                        out.write(chunk)
-                if sha256 and digest.hexdigest() != sha256:
-                    raise UpstreamError(502, f"{url} does not match the sha256 its index "
-                                             "gives")
-            except BaseException:
-                os.unlink(name)
-                raise
-        if cached is None:
-            return Path(name), True
-        os.replace(name, cached)  # whole, and checked, before anyone reads it
-        return cached, False
+    def _download(self, url: str, sha256: str, entry: str) -> tuple[Path, bool]:
+        """Into the spool, charged as it comes and checked against its sha256; then into
+        the cache when the cap leaves room."""
+        try:
+            part = self.disk.spool_file()
+        except SpoolFull as exc:
+            raise UpstreamError(503, str(exc)) from None
+        try:
+            _, body = self.upstream.open(url, "*/*", entry)
+            digest = hashlib.sha256()
+            with body, open(part, "wb") as out:
+                while chunk := body.read(CHUNK_BYTES):
+                    self._charge(len(chunk), url)
+                    digest.update(chunk)
+                    out.write(chunk)
+            if sha256 and digest.hexdigest() != sha256:
+                raise UpstreamError(502, f"{url} does not match the sha256 its index "
+                                         "gives")
+            stored = self.disk.store(part, sha256) if sha256 else None
+        except BaseException:
+            self.disk.release(part)
+            raise
+        return (stored, False) if stored is not None else (part, True)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from sandbox.base import SandboxConfig, SandboxLimits
 from sandbox.bubblewrap import interpreter
-from sandbox.egress import NetworkLog
+from sandbox.egress import EgressPolicy, NetworkLog
 from sandbox.index_endpoint import IndexEndpoint
 from sandbox.runner_client import RUNNER_PATH, RunnerBackedSandbox, RunnerProcess
 from sandbox.services import ServicePorts, service_env
@@ -91,6 +91,8 @@ class LocalSandbox(RunnerBackedSandbox):
         network_log = NetworkLog()
         endpoint = IndexEndpoint(self.config.package_sources, os.getuid(), os.getgid(),
                                  proxy=self.config.outbound_proxy, network_log=network_log,
+                                 allow=EgressPolicy.build([], self.config.egress_allow).allow,
+                                 quota_bytes=limits.disk_bytes,
                                  tcp=True) if network else None
         try:
             runner = RunnerProcess(

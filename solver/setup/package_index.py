@@ -4,7 +4,9 @@ as the sandbox is configured for it.
 The index URLs go to the host-side index endpoint (sandbox/index_endpoint.py), never into
 the sandbox: a URL may hold a token, and setup runs the repository's code. The endpoint's
 download cache lives in the state directory, shared by every run and written by the host
-alone. The egress proxy's host list is the indexes' hosts plus the operator's.
+alone, under the cap both setup caches share even while a setup runs, and each setup may
+fetch at most FROGNANO_SETUP_FETCH_MAX_GB through the endpoint (the sandbox's disk quota
+by default). The egress proxy's host list is the indexes' hosts plus the operator's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class IndexSettings(Protocol):
     state_dir: Path
     setup_venv_cache: bool
     setup_cache_max_gb: float
+    setup_fetch_max_gb: float
 
 
 def _items(text: str | None) -> tuple[str, ...]:
@@ -52,6 +55,7 @@ class PackageIndex:
     cache_dir: Path | None = None
     venv_cache_dir: Path | None = None
     cache_max_bytes: int = 0  # both caches together; 0: no cap
+    fetch_max_bytes: int = 0  # what one setup may fetch; 0: the sandbox's disk quota
 
     @classmethod
     def from_settings(cls, settings: IndexSettings) -> PackageIndex:
@@ -67,7 +71,8 @@ class PackageIndex:
                    cache_dir=state / CACHE_DIR_NAME,
                    venv_cache_dir=state / VENV_CACHE_DIR_NAME if settings.setup_venv_cache
                    else None,
-                   cache_max_bytes=int(settings.setup_cache_max_gb * 1024**3))
+                   cache_max_bytes=int(settings.setup_cache_max_gb * 1024**3),
+                   fetch_max_bytes=int(settings.setup_fetch_max_gb * 1024**3))
 
     def __repr__(self) -> str:  # a URL may hold a token: never in a log line or a trace
         return redact(f"PackageIndex({self.index_url!r}, {self.extra_index_urls!r}, "
@@ -76,7 +81,7 @@ class PackageIndex:
     def sources(self) -> PackageSources:
         return PackageSources(self.index_url or PYPI_SIMPLE, self.extra_index_urls,
                               self.find_links, self.cache_dir, self.venv_cache_dir,
-                              self.cache_max_bytes)
+                              self.cache_max_bytes, self.fetch_max_bytes)
 
     def sandbox_fields(self) -> dict[str, Any]:
         """The SandboxConfig fields for the setup phase's network."""

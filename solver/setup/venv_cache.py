@@ -26,7 +26,8 @@ part of the key there (so it reuses a venv only in the same run directory).
 
 Both setup caches (this one and the index endpoint's download cache) share one cap:
 past it the least recently used entries go first, never one used in the last
-IN_USE_SECONDS (a run may be copying it).
+IN_USE_SECONDS (a run may be copying it); the index endpoint keeps the cap while it
+stores a download, this module after setup (`evict`, sandbox/download_cache.py).
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sandbox.base import ExecResult
+from sandbox.download_cache import VENV_ENTRIES, evict
 from sandbox.index_endpoint import PackageSources
 from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
 from solver.hostgit import GitError, HostRepo, run_git
 
 FORMAT = "1"  # part of every key: a new layout of an entry misses the old ones
 VENV_CACHE_DIR_NAME = "venv-cache"  # the name solver/setup/package_index.py gives it
-ENTRIES = "entries"
-IN_USE_SECONDS = 600.0
+ENTRIES = VENV_ENTRIES
 WORKSPACE_MAX_ENTRIES = 300_000  # the walks before and after setup (verdict_run's bound)
 WALK_MAX_SECONDS = 60.0
 # The installer's own byte code, left out of an entry: a venv's pip and setuptools are
@@ -554,63 +555,3 @@ def _write_file(source: Path, parent: int, name: str, info: os.stat_result) -> N
         os.utime(out, ns=(info.st_atime_ns, info.st_mtime_ns))
     finally:
         os.close(out)
-
-
-# -- the cap -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CacheEntry:
-    path: Path
-    last_used: float
-    size: int
-
-
-def cache_entries(sources: PackageSources) -> list[CacheEntry]:
-    """Both caches' entries: the download cache's files, the venv cache's entries."""
-    found: list[CacheEntry] = []
-    if sources.cache_dir is not None and (sources.cache_dir / "sha256").is_dir():
-        with os.scandir(sources.cache_dir / "sha256") as files:
-            for item in files:
-                with contextlib.suppress(OSError):
-                    info = item.stat(follow_symlinks=False)
-                    found.append(CacheEntry(Path(item.path), info.st_mtime,
-                                            info.st_blocks * 512))
-    entries = sources.venv_cache_dir / ENTRIES if sources.venv_cache_dir else None
-    if entries is not None and entries.is_dir():
-        with os.scandir(entries) as items:
-            for item in items:
-                if item.name.startswith("."):  # one being written, or being removed
-                    continue
-                with contextlib.suppress(OSError, ValueError):
-                    meta = json.loads((Path(item.path) / "meta.json").read_text())
-                    found.append(CacheEntry(Path(item.path),
-                                            item.stat(follow_symlinks=False).st_mtime,
-                                            int(meta["bytes"])))
-    return found
-
-
-def evict(sources: PackageSources, *, keep: Path | None = None,
-          now: float | None = None) -> list[Path]:
-    """Cut both caches to `cache_max_bytes` (0: no cap), least recently used first,
-    sparing `keep` and whatever was used in the last IN_USE_SECONDS. What went."""
-    if not sources.cache_max_bytes:
-        return []
-    entries = cache_entries(sources)
-    total = sum(entry.size for entry in entries)
-    now = time.time() if now is None else now
-    removed: list[Path] = []
-    for entry in sorted(entries, key=lambda e: e.last_used):
-        if total <= sources.cache_max_bytes:
-            break
-        if entry.path == keep or now - entry.last_used < IN_USE_SECONDS:
-            continue
-        with contextlib.suppress(OSError):
-            if entry.path.is_dir():
-                # Out of the entries first, so no run starts copying half of it.
-                gone = entry.path.with_name(f".old-{entry.path.name}")
-                os.rename(entry.path, gone)
-                remove_tree(gone)
-            else:
-                os.unlink(entry.path)
-            total -= entry.size
-            removed.append(entry.path)
-    return removed
