@@ -105,6 +105,12 @@ def setup_inputs_note(paths: list[str]) -> str:
 # tree judged is the one staged (HostRepo.snapshot), so the check never relies on excludes,
 # which a work tree's `.gitignore` outranks.
 SOURCE_TEXT = "a fix is source text"  # how each such refusal starts (the model's rule)
+# The rule as the model reads it (solver/agent/prompts.py): the rule, then the reasons.
+SOURCE_TEXT_RULE = (
+    "A fix is source text: compiled or binary files (`__pycache__/`, `*.pyc`, native "
+    "extensions such as `*.so`, archives and wheels) are never part of it, whatever "
+    "`.gitignore` says, and `.gitignore` must not un-ignore them. Delete these files, take "
+    "back such `.gitignore` lines, and fix the source itself:")
 COMPILED_NAME = re.compile(
     r"(^|/)__pycache__/"
     r"|\.(py[cdo]|pyd|so|dylib|dll|exe|o|obj|a|lib|whl|egg|zip|pyz|pex|jar|class|wasm|node"

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+from solver.policy import SOURCE_TEXT, SOURCE_TEXT_RULE
 from solver.service_report import ServiceLine
 from solver.verdict.outside_pytest import disagreeing_tests
 from solver.verdict.repo_tests import TestVerdict
@@ -155,6 +156,9 @@ def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: Test
              "repository; your edits to test files, conftest.py or the test configuration "
              "are kept in the change but not used to judge it. Every original test must "
              "pass, and every new test you add must pass too."]
+    made_of = [reason for reason in verdict.reasons if reason.startswith(SOURCE_TEXT)]
+    if made_of:  # a rule, with the files it names (policy.source_text_refusals)
+        parts.append(SOURCE_TEXT_RULE + "\n" + _listed(made_of))
     if still_failing:
         parts.append("Original tests that do not pass:\n" + _listed(still_failing))
     if new_failing:

@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 
 from solver.agent.prompts import verdict_feedback_message
+from solver.policy import SOURCE_TEXT, SOURCE_TEXT_RULE
 from solver.verdict.outside_pytest import DISAGREES
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.suite_paths import TreePlan
@@ -45,6 +46,11 @@ def _case(final: TestVerdict, plan: TreePlan | None = None,
     return decide(BASELINE, final, plan or TreePlan(), model_tests), final
 
 
+PYC = "calc/__pycache__/calc.cpython-311.pyc"
+PYC_REFUSAL = (f"{SOURCE_TEXT}: the change adds or edits compiled or binary code, which is "
+               f"never part of a fix, whatever .gitignore says: {PYC} (compiled Python)")
+
+
 def _refusals() -> dict[str, tuple[Verdict, TestVerdict]]:
     """Each kind of refusal, made by the verdict itself where it can make it."""
     guarded = {"plugin": {"plugins": ["p.py"]},
@@ -66,6 +72,7 @@ def _refusals() -> dict[str, tuple[Verdict, TestVerdict]]:
             FIXED, changed_during_run=["tests/test_calc.py"])),
         "plan refusal": _case(FIXED, TreePlan(refusals=[
             "the change adds pytest.py, which would shadow `pytest` when the tests run"])),
+        "not source text": _case(FIXED, TreePlan(refusals=[PYC_REFUSAL])),
         "new test fails": _case(FIXED, TreePlan(model_tests=["tests/test_new.py"]),
                                 _run({**FIXED.tests, "tests/test_new.py::test_x": "failed"})),
     }
@@ -94,6 +101,18 @@ def test_feedback_names_the_failing_tests_and_no_detector(kind: str) -> None:
     if kind == "new test fails":
         assert "Your new tests that fail:\n- tests/test_new.py::test_x" in message
     assert verdict.reasons, "the reasons stay with the verdict, for people"
+
+
+def test_feedback_on_compiled_code_says_a_fix_is_source_text_and_names_the_files() -> None:
+    """Issue 28 §2: the rule and the files, so the model can delete them; no other
+    refusal's feedback carries the rule."""
+    verdict, final = REFUSALS["not source text"]
+    message = verdict_feedback_message("python3 -m pytest", verdict, BASELINE, final, 0, 2)
+    assert f"{SOURCE_TEXT_RULE}\n- {PYC_REFUSAL}" in message, message
+    others = [kind for kind, (other, after) in REFUSALS.items() if kind != "not source text"
+              and "source text" in verdict_feedback_message("python3 -m pytest", other,
+                                                            BASELINE, after, 0, 2)]
+    assert others == []
 
 
 def test_feedback_keeps_the_test_output_without_the_harness_lines() -> None:
