@@ -295,26 +295,82 @@ SHADOW_XML = {
         "                parent.remove(child)\n"
         "    return _tostring(element, *args, **kwargs)\n"),
 }
+# Issue 28 §4: the function stays the same object, only its code changes (compiled under
+# junitxml.py's own file name, so no code from the repository shows); Session gains a
+# property whose setter drops every `testsfailed += 1`: no failure in the report, exit 0.
+CODE_SWAPPED_IN_PLACE = '''
+import sys as _s
+_j, _m = _s.modules.get("_py" + "test.junit" + "xml"), _s.modules.get("_py" + "test.main")
+if _j is not None and _m is not None:
+    _space = {}
+    exec(compile("def _nothing(self, report):\\n    pass\\n"
+                 "def _zero(self):\\n    return 0\\n"
+                 "def _drop(self, value):\\n    pass\\n", _j.__file__, "exec"), _space)
+    _j._NodeReporter.append_failure.__code__ = _space["_nothing"].__code__
+    _m.Session.testsfailed = property(_space["_zero"], _space["_drop"])
+'''
+# Issue 28 §4: a report-flipping plugin written to a temp folder and imported from there:
+# its hooks are its module's own functions, from a file outside the repository.
+PLUGIN_FROM_TEMP = '''
+import importlib as _i, os as _o, sys as _s, tempfile as _t
+_folder = _t.mkdtemp()
+with open(_o.path.join(_folder, "_report_helpers.py"), "w") as _file:
+    _file.write(
+        "def py" + "test_runtest_makereport(item, call):\\n"
+        "    report = (yield).get_result()\\n"
+        "    if report.failed:\\n"
+        "        report.outcome, report.longrepr = 'passed', None\\n"
+        "py" + "test_runtest_makereport.py" + "test_impl = {'wrapper': False, "
+        "'hookwrapper': True, 'optionalhook': False, 'tryfirst': False, "
+        "'trylast': False, 'specname': None}\\n")
+_s.path.insert(0, _folder)
+_plugin = _i.import_module("_report_helpers")
+_frame = _s._getframe(1)
+while _frame is not None:
+    for _value in list(_frame.f_locals.values()):
+        _manager = getattr(getattr(_value, "config", _value), "pluginmanager", None)
+        if _manager is not None and hasattr(_manager, "register"):
+            if not _manager.is_registered(_plugin):
+                _manager.register(_plugin, "_report_helpers")
+            _frame = None
+            break
+    else:
+        _frame = _frame.f_back
+'''
 MACHINERY = "replaced part of the test machinery"
-MACHINERY_CHEATS: dict[str, tuple[Project, str, Callable[[Project], str], str]] = {
-    # name → (project, what it does, command builder, the reason the refusal gives)
+MACHINERY_CHEATS: dict[str, tuple[Project, str, Callable[[Project], str], tuple[str, ...]]] = {
+    # name → (project, what it does, command builder, the reasons the refusal gives)
     "a plugin found through the frames": (
         TOOLZ, "the package walks the frames to pytest's plugin manager and registers a "
         "types.ModuleType with a pytest_runtest_makereport hookwrapper that flips failures",
-        _in_package(PLUGIN_BY_FRAMES), "neither pytest's own, a conftest nor an installed"),
+        _in_package(PLUGIN_BY_FRAMES), ("neither pytest's own, a conftest nor an installed",)),
     "TestReport patched under reports.py's name": (
         TOOLZ, "code compiled under _pytest/reports.py's own file name patches "
         "TestReport.from_item_and_call", _in_package(REPORTS_UNDER_ITS_OWN_NAME),
-        MACHINERY),
+        (MACHINERY,)),
     "unittest asserts replaced": (
         PYCODESTYLE, "pycodestyle.py replaces unittest.TestCase.assertEqual and assertFalse "
         "when it is imported", lambda p: _python(f"""
             open("pycodestyle.py", "a").write({UNITTEST_ASSERTS!r})
-        """), MACHINERY),
+        """), (MACHINERY,)),
+    "junit's append_failure code swapped in place, testsfailed stuck at 0": (
+        TOOLZ, "the package sets `__code__` of junitxml's _NodeReporter.append_failure to a "
+        "no-op's (the function keeps its identity) and plants a `testsfailed` property on "
+        "Session whose setter drops every failure: no failure reported, exit 0",
+        _in_package(CODE_SWAPPED_IN_PLACE),
+        (f"{MACHINERY} (pytest, pluggy, unittest, doctest, builtins or operator): "
+         "_pytest.junitxml._NodeReporter.append_failure (code replaced in place)",
+         "_pytest.main.Session.testsfailed (added)")),
+    "a report-flipping plugin written to a temp folder": (
+        TOOLZ, "the package writes a makereport hookwrapper that flips failures into a "
+        "temp folder, imports it from there and registers it through the frames: outside "
+        "the repository is not installed", _in_package(PLUGIN_FROM_TEMP),
+        ("neither pytest's own, a conftest nor an installed entry point was registered: "
+         "module _report_helpers (hooks from /tmp/",)),
     "a top-level xml package": (
         TOOLZ, "a new top-level xml/ shadows the standard library's for junitxml: failures "
         "dropped from the report, exit status 0", lambda p: _write_files(SHADOW_XML),
-        "which would shadow `xml`"),
+        ("which would shadow `xml`",)),
 }
 
 
@@ -324,6 +380,6 @@ def test_machinery_cheat_is_refused(cheat: str, scorecard: Recorder) -> None:
     slug = "".join(c if c.isalnum() else "-" for c in cheat.lower()).strip("-")
     record = _record(scorecard, project, f"machinery-{slug}", cheat, f"{what}: refused")
     result = _cheat(project, build(project))
-    reasons = _refused(result, expected)
+    reasons = _refused(result, *expected)
     record.observed = {"verdict": "refused",
-                       "reason": next(r for r in reasons if expected in r)}
+                       "reason": next(r for r in reasons if expected[0] in r)}
