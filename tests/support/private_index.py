@@ -1,6 +1,8 @@
 """A stand-in for a company's private package index: plain HTTP on 127.0.0.1 behind basic
 auth, serving this machine's local index (/opt/pypi) plus wheels a test makes, and
 recording every request (path, whether its credentials were right, its User-Agent).
+A hostile one (issue 30) also answers project pages of its own (`pages`: project → HTML)
+and redirects (`redirects`: path → Location).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ class PrivateIndex:
 
 @contextmanager
 def private_index(token: str, wheels: list[Path], *, user: str = "ci",
-                  host: str = "127.0.0.1") -> Iterator[PrivateIndex]:
+                  host: str = "127.0.0.1", pages: dict[str, str] | None = None,
+                  redirects: dict[str, str] | None = None) -> Iterator[PrivateIndex]:
     expected = "Basic " + base64.b64encode(f"{user}:{token}".encode()).decode()
     own = {path.name: path for path in wheels}
     state = PrivateIndex("", token, 0)
@@ -66,7 +69,11 @@ def private_index(token: str, wheels: list[Path], *, user: str = "ci",
                 self._send(401, b"credentials needed\n", "text/plain",
                            {"WWW-Authenticate": 'Basic realm="corp"'})
                 return
-            found = self._find(self.path.split("?")[0].split("#")[0])
+            path = self.path.split("?")[0].split("#")[0]
+            if path in (redirects or {}):
+                self._send(302, b"", "text/plain", {"Location": (redirects or {})[path]})
+                return
+            found = self._find(path)
             if found is None:
                 self._send(404, b"not found\n", "text/plain")
             else:
@@ -74,6 +81,8 @@ def private_index(token: str, wheels: list[Path], *, user: str = "ci",
 
         def _find(self, path: str) -> tuple[bytes, str] | None:
             parts = [p for p in path.split("/") if p]
+            if len(parts) == 2 and parts[0] == "simple" and parts[1] in (pages or {}):
+                return (pages or {})[parts[1]].encode(), "text/html"
             if len(parts) == 2 and parts[0] == "simple":
                 return self._page(parts[1])
             if len(parts) == 2 and parts[0] == "files":
