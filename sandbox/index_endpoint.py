@@ -181,14 +181,27 @@ def follow_problem(url: str, entry: str) -> str | None:
         return None
     if scheme != "file":
         return "only http(s) and file URLs are followed"
-    root = file_root(entry)
-    if root is None:
-        return "a file: URL from an index that is not a file: directory"
     try:
-        local_file(url, root)
+        local_target(url, entry)
     except UpstreamError as exc:
         return exc.reason
     return None
+
+
+def refuse_unfollowable(url: str, entry: str) -> None:
+    """UpstreamError (403) when `follow_problem` finds one, naming it."""
+    why = follow_problem(url, entry)
+    if why:
+        raise UpstreamError(403, f"refused {printable(url)}: {why}")
+
+
+def local_target(url: str, entry: str) -> Path:
+    """The host file a `file:` URL that `entry`'s pages lead to names, resolved: only
+    from a `file:` entry, only inside its `file_root`; UpstreamError otherwise."""
+    root = file_root(entry)
+    if root is None:
+        raise UpstreamError(403, "a file: URL from an index that is not a file: directory")
+    return local_file(url, root)
 
 
 def local_file(url: str, root: Path) -> Path:
@@ -305,13 +318,9 @@ class Upstream:
         a link on one, and every redirect on the way checked); UpstreamError when it
         cannot or may not be had."""
         for _ in range(MAX_REDIRECTS + 1):
-            why = follow_problem(url, entry)
-            if why:
-                raise UpstreamError(403, f"refused {printable(url)}: {why}")
+            refuse_unfollowable(url, entry)
             if urlsplit(url).scheme.lower() == "file":
-                root = file_root(entry)
-                assert root is not None, "follow_problem refuses file: from elsewhere"
-                return url, _open_local(local_file(url, root))
+                return url, _open_local(local_target(url, entry))
             location = self._get(url, accept, checked=not same_origin(url, entry))
             if isinstance(location, str):
                 url = urljoin(url, location)
@@ -598,11 +607,8 @@ class IndexEndpoint(SocketService):
             self._charge(cached.stat().st_size, url)
             return cached, False
         if urlsplit(url).scheme.lower() == "file" and not sha256:
-            why = follow_problem(url, entry)  # nothing to check, nothing to keep
-            root = file_root(entry)
-            if why or root is None:
-                raise UpstreamError(403, f"refused {printable(url)}: {why}")
-            path = local_file(url, root)
+            refuse_unfollowable(url, entry)  # nothing to check, nothing to keep
+            path = local_target(url, entry)
             self._charge(path.stat().st_size, url)
             return path, False
         return self._download(url, sha256, entry)
