@@ -21,6 +21,7 @@ from solver.verdict.evidence import (
 )
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path
+from solver.verdict.touched import Touched, touched_notes, unmeasured_flags
 
 RAN = ("passed", "failed", "error")  # statuses of a test that ran
 BAD = ("failed", "error")
@@ -192,6 +193,9 @@ class Reruns:
     model_tests_on_base: TestVerdict | None = None
     new_names: frozenset[str] = frozenset()
     changed_tests: tuple[str, ...] = ()
+    # Which baseline failures run code the change edits, traced in `second` (touched.py);
+    # None: not measured (a caller that gives no trace keeps the old rule).
+    touched: Touched | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,8 @@ class Excused:
 
     preexisting: dict[str, str]  # test → status: the same in both baseline runs and after
     flaky: dict[str, str]  # test → how it flipped between the two baseline runs
+    # Failing the same way throughout, but the change edits code they run: not excused.
+    touched: frozenset[str] = frozenset()
 
     @property
     def tests(self) -> frozenset[str]:
@@ -219,20 +225,24 @@ def needs_second_baseline(baseline: TestVerdict, final: TestVerdict) -> bool:
             and any(final.tests.get(test) in BAD for test in baseline.tests))
 
 
-def excuse(baseline: TestVerdict, second: TestVerdict, final: TestVerdict) -> Excused:
+def excuse(baseline: TestVerdict, second: TestVerdict, final: TestVerdict,
+           touched: Touched | None = None) -> Excused:
     """A test failing the same way in both baseline runs and after the change is a
-    pre-existing failure; one that failed in one baseline run and passed in the other is
-    flaky. Neither is blamed on the change, and neither is evidence for it."""
-    preexisting = {test: status for test, status in baseline.tests.items()
-                   if status in BAD and second.tests.get(test) == status
-                   and final.tests.get(test) == status}
+    pre-existing failure, unless the change edits code it runs (`touched`, measured: then
+    it is the issue's test, still failing); one that failed in one baseline run and passed
+    in the other is flaky. Neither is blamed on the change, nor evidence for it."""
+    same = {test: status for test, status in baseline.tests.items()
+            if status in BAD and second.tests.get(test) == status
+            and final.tests.get(test) == status}
+    hit = frozenset(same) & (touched.tests if touched is not None else frozenset())
+    preexisting = {test: status for test, status in same.items() if test not in hit}
     flaky = {}
     for test, first in baseline.tests.items():
         again = second.tests.get(test)
         if first in RAN and again in RAN and (first in BAD) != (again in BAD) \
                 and final.tests.get(test) in RAN:
             flaky[test] = f"{first} in one baseline run, {again} in the other"
-    return Excused(preexisting, flaky)
+    return Excused(preexisting, flaky, hit)
 
 
 def repo_evidence(baseline: TestVerdict, second: TestVerdict, final: TestVerdict
@@ -284,8 +294,9 @@ def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
     feature excuses nothing)."""
     if reruns.second is None:
         return []
-    excused = excuse(baseline, reruns.second, final)
+    excused = excuse(baseline, reruns.second, final, reruns.touched)
     verdict.preexisting, verdict.flaky = sorted(excused.preexisting), sorted(excused.flaky)
+    verdict.notes += touched_notes(reruns.touched, sorted(excused.touched))
     if not excused.used(final):
         return []
     if not verdict.verified:
@@ -316,7 +327,7 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
     verdict.evidence = gather_evidence(baseline, final, with_model_tests, new_tests, reruns)
     no_evidence = _excused_part(baseline, final, reruns, verdict)
     # An excuse holds only with evidence; without, the failures are listed as ever.
-    excused = (excuse(baseline, reruns.second, final)
+    excused = (excuse(baseline, reruns.second, final, reruns.touched)
                if reruns.second is not None and not no_evidence else Excused({}, {}))
     run_reasons, mode_notes, verdict.mode = _original_tests(baseline, final, excused.tests)
     notes += mode_notes
@@ -336,7 +347,7 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
                                     "run of the model's tests against the base tree")
         reasons += [r for r in checked if r not in reasons]
         flags += [f for f in more if f not in flags]
-    verdict.flags = flags
+    verdict.flags = flags + unmeasured_flags(reruns.touched, sorted(excused.preexisting))
     if excused.used(final) and verdict.verified and not any(
             entry.reproduces and entry.source == REPOSITORY for entry in verdict.evidence):
         # No test of the repository's shows anything: a new test can check a marker the

@@ -42,6 +42,7 @@ from solver.verdict.outside_pytest import check_outside_pytest
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.suite_material import TestMaterial, material_from
 from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path, plan_verdict_tree
+from solver.verdict.touched import touched_tests, trace_request, write_trace_request
 from solver.verdict.verdict import (
     Reruns,
     Verdict,
@@ -156,7 +157,10 @@ class VerdictRunner:
         ordered = sorted(changed, key=lambda p: not p.startswith("<"))
         return [*ordered[:HOOKS_NAMED], f"… and {len(changed) - HOOKS_NAMED} more"]
 
-    def run(self, tree: str, label: str, timeout: float) -> TestVerdict:
+    def run(self, tree: str, label: str, timeout: float,
+            trace: list[str] | None = None) -> TestVerdict:
+        """The test command on `tree` in a fresh sandbox; `trace`: test ids whose lines
+        the pytest guard traces (touched.py)."""
         self.runs += 1
         where = self.scratch / f"{self.runs:02d}-{label}"
         workspace, private, channel = where / "workspace", where / "private", where / "channel"
@@ -165,6 +169,8 @@ class VerdictRunner:
         # Host-owned and bound read-only: the tests can write the FIFOs in it, never
         # remove, replace or rewrite them.
         channel.mkdir(mode=0o755)
+        if trace:
+            write_trace_request(channel, trace)
         shutil.copytree(GUARD_DIR, channel / "guard", ignore=shutil.ignore_patterns("__pycache__"))
         token = secrets.token_hex(16)
         request = report_request(self.test_command, str(channel), token,
@@ -247,6 +253,7 @@ class VerdictRunner:
             with_model_tests = self.run(tree, "model-tests", timeout)
         reruns = self.reruns(baseline, final, with_model_tests, snapshot, plan,
                              timeout)
+        reruns = self.measured(baseline, reruns, verdict_tree)
         verdict = decide(baseline, final, plan, with_model_tests, reruns)
         # Said to the reviewer, never refused: what no test run tells from a fix.
         verdict.read_first = scan_change(snapshot.paths, self.repo.read_base,
@@ -254,13 +261,22 @@ class VerdictRunner:
         check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
         return Judgement(verdict, final, with_model_tests, snapshot, plan, reruns)
 
+    def measured(self, baseline: TestVerdict, reruns: Reruns, tree: str) -> Reruns:
+        """`reruns` with the baseline failures whose traced lines `tree` (the verdict's)
+        edits against the base the second run traced."""
+        if reruns.second is None:
+            return reruns
+        return dataclasses.replace(reruns, touched=touched_tests(
+            baseline, reruns.second, self.repo, self.repo.test_base, tree))
+
     def second_baseline(self, baseline: TestVerdict, timeout: float) -> TestVerdict:
         """The baseline's tree run once more, in a fresh sandbox from the venv as setup
         left it, like every harness run: nothing of the agent's reaches it. Run at the
         first verdict that needs it, then kept for the run."""
         if self._second is None or self._second[0] is not baseline:
+            # The lines each baseline failure runs on the base, traced (touched.py).
             self._second = (baseline, self.run(self.repo.test_base, "baseline-again",
-                                               timeout))
+                                               timeout, trace=trace_request(baseline)))
         return self._second[1]
 
     def reruns(self, baseline: TestVerdict, final: TestVerdict,

@@ -466,7 +466,8 @@ def pytest_unconfigure(config) -> None:
                     "replaced": _replaced() + _retyped(session),
                     "foreign_plugins": _foreign_plugins(config),
                     "opened": _opened_files(), "top_level": _top_level(),
-                    **{k: sorted(set(v))[:_MAX_LISTED] for k, v in _session_items.items()}}
+                    **{k: sorted(set(v))[:_MAX_LISTED] for k, v in _session_items.items()},
+                    **_trace_findings()}
     except Exception as exc:  # the guard must never break the run it watches
         findings = {"guard_error": [f"{type(exc).__name__}: {exc}"]}
     try:
@@ -474,6 +475,127 @@ def pytest_unconfigure(config) -> None:
             handle.write(json.dumps(findings))
     except OSError:
         pass  # the host reads silence as silence
+
+
+# --- The trace the host asks for (solver/verdict/touched.py) ---------------------------
+_TRACE_REQUEST = "frognano-trace.json"  # beside the report; touched.TRACE_REQUEST
+_TRACE_MAX_TESTS = 300  # touched.MAX_TRACED
+_TRACE_MAX_LINES = 5_000  # distinct lines of one test, over all its files
+_TRACE_MAX_FILES = 200
+_TRACE_MAX_TOTAL = 300_000  # lines over every test: the report stays far below its bound
+
+
+def _trace_wanted() -> frozenset[str]:
+    """The test ids the host asks to trace, read before any repository code runs."""
+    target = os.environ.get(_ENV)
+    if not target:
+        return frozenset()
+    try:
+        with open(os.path.join(os.path.dirname(target), _TRACE_REQUEST),
+                  encoding="utf-8") as handle:
+            wanted = json.loads(handle.read(8 * 1024 * 1024))
+    except (OSError, ValueError):
+        return frozenset()
+    if not isinstance(wanted, list):
+        return frozenset()
+    return frozenset(t for t in wanted[:_TRACE_MAX_TESTS] if isinstance(t, str))
+
+
+class _Tracer:
+    """The lines of files under the tree that one test runs: `sys.settrace` (and
+    `threading.settrace` for threads it starts) from its setup to its teardown."""
+
+    def __init__(self, budget: int) -> None:
+        self.lines: dict[str, set[int]] = {}
+        self.count, self.budget, self.full = 0, min(budget, _TRACE_MAX_LINES), False
+        self._where: dict[types.CodeType, str | None] = {}
+
+    def _file(self, code: types.CodeType) -> str | None:
+        if code not in self._where:
+            self._where[code] = _in_repository(code.co_filename)
+        return self._where[code]
+
+    def _add(self, where: str, line: int) -> None:
+        lines = self.lines.get(where)
+        if lines is None:
+            if len(self.lines) >= _TRACE_MAX_FILES:
+                self.full = True
+                return
+            lines = self.lines[where] = set()
+        if line not in lines:
+            lines.add(line)
+            self.count += 1
+            self.full = self.count >= self.budget
+
+    def call(self, frame: types.FrameType, event: str, arg: object) -> Any:
+        where = None if self.full else self._file(frame.f_code)
+        if where is None:
+            return None  # not the tree's code: its lines are not traced
+        self._add(where, frame.f_lineno)  # the def line: entering the function
+        return self.line
+
+    def line(self, frame: types.FrameType, event: str, arg: object) -> Any:
+        if event == "line" and not self.full:
+            where = self._file(frame.f_code)
+            if where is not None:
+                self._add(where, frame.f_lineno)
+        return self.line
+
+
+_TRACE_WANTED = _trace_wanted()
+_traced: dict[str, dict[str, set[int]]] = {}
+_trace_capped: set[str] = set()
+_tracing: list[tuple[str, _Tracer, Any, Any]] = []  # (test, tracer, previous tracers)
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    """Before the test's setup: trace it if asked (never more than the bounds)."""
+    if nodeid not in _TRACE_WANTED or _tracing:
+        return
+    used = sum(len(lines) for files in _traced.values() for lines in files.values())
+    if len(_traced) >= _TRACE_MAX_TESTS or used >= _TRACE_MAX_TOTAL:
+        _trace_capped.add(nodeid)
+        return
+    import threading
+    tracer = _Tracer(_TRACE_MAX_TOTAL - used)
+    _tracing.append((nodeid, tracer, sys.gettrace(), getattr(threading, "gettrace",
+                                                             lambda: None)()))
+    threading.settrace(tracer.call)
+    sys.settrace(tracer.call)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    """After its teardown: the previous tracers back (coverage's, a debugger's)."""
+    if not _tracing or _tracing[-1][0] != nodeid:
+        return
+    import threading
+    _test, tracer, before, threads_before = _tracing.pop()
+    sys.settrace(before)
+    threading.settrace(threads_before)
+    _traced[nodeid] = tracer.lines
+    if tracer.full:
+        _trace_capped.add(nodeid)
+
+
+def _ranges(lines: set[int]) -> str:
+    """{3, 4, 5, 9} → "3-5,9"."""
+    spans: list[list[int]] = []
+    for line in sorted(lines):
+        if spans and line == spans[-1][1] + 1:
+            spans[-1][1] = line
+        else:
+            spans.append([line, line])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
+
+
+def _trace_findings() -> dict[str, list[str]]:
+    """Only when asked: which tests were traced, their lines, and those past a bound."""
+    if not _TRACE_WANTED:
+        return {}
+    return {"trace_tests": sorted(_traced), "trace_capped": sorted(_trace_capped),
+            "traced": [f"{test}\x1f{path}\x1f{_ranges(lines)}"
+                       for test, files in sorted(_traced.items())
+                       for path, lines in sorted(files.items())]}
 
 
 def pytest_sessionstart(session) -> None:
