@@ -4,9 +4,11 @@ summed up, and the events and outputs that tell them apart (solver/run.py runs t
 `.github/frognano.yml`'s `candidates: N` (cut to the operator's
 FROGNANO_MAX_CANDIDATES) runs N agents on the same plan, each with its own seed
 (the run's first seed + k), workspace, host git directory, sandbox and transcript. Among
-those whose decision is publish (`run.decide`), `choose` takes the fewest changed
-lines, then the fewest files: the tests are the judge, and the smaller of two passing
-changes is the one a reviewer can check.
+those whose decision is publish (`run.decide`), `choose` ranks by evidence first (the
+tests that fail on the base code and pass with the change, then the repository's tests
+it fixed, then the fewest still failing), then takes the fewest changed lines and files:
+the tests are the judge, and of two changes that show the same, the smaller is the one a
+reviewer can check. A partial fix one line shorter never beats the whole one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from solver.agent.result import SolveResult
 from solver.agent.run_events import Event, EventOutput, RunFinished
 from solver.report import CandidateLine
+from solver.verdict.evidence import BAD, reproducing
 
 if TYPE_CHECKING:
     from solver.run import Decision
@@ -98,6 +101,18 @@ class Candidate:
     def files(self) -> int:
         return len(self.result.snapshot.paths) if self.result.snapshot else 0
 
+    def evidence(self) -> tuple[int, int, int]:
+        """(tests that reproduce the issue, repository tests fixed, tests still failing)."""
+        result = self.result
+        verdict = result.verdict
+        reproduce = len(reproducing(verdict.evidence)) if verdict else 0
+        before = result.baseline.tests if result.baseline else {}
+        after = result.final.tests if result.final else {}
+        fixed = sum(1 for test, status in before.items()
+                    if status in BAD and after.get(test) == "passed")
+        failing = sum(1 for status in after.values() if status in BAD)
+        return reproduce, fixed, failing
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -110,19 +125,24 @@ class Choice:
 
 
 def choose(candidates: Sequence[Candidate]) -> Choice:
-    """The passing candidate with the fewest changed lines, then files, then the earliest.
-    When none passes: the first refused one (its tests passed; the refusal is the news),
-    else the first."""
+    """The passing candidate with the most evidence (`Candidate.evidence`), then the
+    fewest changed lines, then files, then the earliest. When none passes: the first
+    refused one (its tests passed; the refusal is the news), else the first."""
     if not candidates:
         raise ValueError("no candidate finished")
     passing = [a for a in candidates if a.decision.action == "publish"]
     if passing:
-        chosen = min(passing, key=lambda a: (a.lines, a.files, a.index))
+        chosen = min(passing, key=_rank)
     else:
         refused = [a for a in candidates if a.decision.action == "refuse"]
         chosen = min(refused or candidates, key=lambda a: a.index)
     return Choice(chosen, sorted((a for a in candidates if a is not chosen),
                                  key=lambda a: a.index))
+
+
+def _rank(candidate: Candidate) -> tuple[int, ...]:
+    reproduce, fixed, failing = candidate.evidence()
+    return (-reproduce, -fixed, failing, candidate.lines, candidate.files, candidate.index)
 
 
 def changed_lines(diff: str) -> int:
@@ -148,7 +168,9 @@ def summary(candidate: Candidate, chosen: Candidate) -> CandidateLine:
     """A candidate's line in the PR body or the failure comment (bot/messages.py)."""
     decision, result = candidate.decision, candidate.result
     if decision.action == "publish":
-        outcome = "chosen" if candidate is chosen else "passed, larger change"
+        outcome = "chosen" if candidate is chosen else (
+            "passed, larger change" if candidate.evidence() == chosen.evidence()
+            else "passed, less evidence")
     elif decision.action == "refuse":
         outcome = f"passed, refused ({decision.outcome.removeprefix('refused_')})"
     elif decision.outcome == "failed":

@@ -121,6 +121,11 @@ class RepoConfig(BaseModel):
         description="With `ci: run`: how many times a failed check on the bot's own PR "
                     "head starts a repair run before the bot stops and labels the PR "
                     "needs-human (0: never); its old name is read the same.")
+    evidence: Literal["flag", "required"] = Field(
+        default="flag",
+        description="flag: a change no test shows fixes the issue (no test fails on the "
+                    "base code and passes with it) is still proposed, labelled unverified; "
+                    "required: it is refused, and the comment says why.")
     services: Services = Field(
         default_factory=Services,
         description="Test services (postgresql, redis) started fresh, from the worker's own "

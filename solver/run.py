@@ -8,7 +8,8 @@ worker alike: open the workspace → prepare → best of N × (execute → decid
 - `decide`: the finished run → publish, refuse or fail, with a reason. Pure, so every
   branch is tested as data (tests/unit/solver/test_run.py);
 - `BestOf`: the candidates, `slots` at once (FROGNANO_MODEL_SLOTS; with one, in turn). A
-  candidate not yet started when one has passed is skipped; a stale run stops every
+  candidate not yet started when one has passed with evidence (a test that fails on the
+  base code and passes with it) is skipped; a stale run stops every
   candidate at its next step; candidate 0 keeps a single run's paths, so N = 1 is the run it was
   (solver/best_of.py chooses among them).
 
@@ -54,6 +55,7 @@ from solver.report import CandidatesReport
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.setup.project_files import tree_reader
 from solver.setup.python_setup import infer_python_setup
+from solver.verdict.evidence import FAILS_WITH_CHANGE, NEW_FEATURE, PASSES_ON_BASE
 from solver.verdict.repo_tests import detect_test_command
 from solver.verdict.suite_paths import is_test_config, is_test_path
 
@@ -176,6 +178,9 @@ class Decision:
     outcome: str  # the pipeline's name for it: pr_opened, failed, no_change, refused_*
     reason: str = ""  # why, for the status comment and `solve`'s output
     paths: tuple[str, ...] = ()  # the forbidden paths of a refusal
+    # Whether a test fails on the base code and passes with the change (Verdict.verified):
+    # a published change without one is labelled unverified.
+    verified: bool = False
 
 
 NO_CHANGE = "the tests pass without any change; nothing to propose"
@@ -184,7 +189,9 @@ NO_CHANGE = "the tests pass without any change; nothing to propose"
 def decide(result: SolveResult, config: RepoConfig) -> Decision:
     """What becomes of a finished run. A change is published only when the verdict
     accepted it, the host could read it, it is within the size limit, it is not empty
-    and it touches no path the bot must never push."""
+    and it touches no path the bot must never push; with `evidence: required`, only when
+    a test fails on the base code and passes with it (else it is published, said
+    unverified)."""
     if result.exit_reason == "services_failed":
         # The sentence naming the service; its log stays in the failure comment's output.
         first_line = result.error.strip().splitlines()[0] if result.error.strip() else ""
@@ -205,7 +212,31 @@ def decide(result: SolveResult, config: RepoConfig) -> Decision:
         return Decision("refuse", "refused_paths", "the change touches paths the bot must "
                         f"never push (workflows, actions or protected paths): {listed}. "
                         "Nothing was pushed.", tuple(forbidden))
-    return Decision("publish", "pr_opened")
+    verified = result.verdict is not None and result.verdict.verified
+    if config.evidence == "required" and not verified:
+        return Decision("refuse", "refused_unverified", unverified_reason(result))
+    return Decision("publish", "pr_opened", verified=verified)
+
+
+def unverified_reason(result: SolveResult) -> str:
+    """Why `evidence: required` refuses the change, in plain words: what each test the
+    model added or changed showed (evidence.py)."""
+    shown = [f"{entry.test} {_SHOWS.get(entry.kind, entry.kind)}"
+             for entry in (result.verdict.evidence if result.verdict else [])]
+    detail = "; ".join(shown[:10]) + (f"; … and {len(shown) - 10} more"
+                                      if len(shown) > 10 else "")
+    return ("no test fails without this change: "
+            + (detail if shown else "the change adds or edits no test that fails on the "
+               "base code, and no test of the repository's that failed before passes now")
+            + ". `.github/frognano.yml` asks for one (`evidence: required`); nothing was "
+            "pushed.")
+
+
+_SHOWS = {
+    PASSES_ON_BASE: "passes on the base code too",
+    NEW_FEATURE: "fails on the base code only for a name the change adds (a new feature)",
+    FAILS_WITH_CHANGE: "fails with the change",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -362,7 +393,9 @@ class BestOf:
             raise
         decision = decide(result, self.config)
         self.finished[k] = Candidate(k, self.seed(k), result, decision)
-        if decision.action == "publish":
+        if decision.action == "publish" and decision.verified:
+            # Only a change a test shows fixes the issue ends the search: one without
+            # evidence may lose to a later candidate's (best_of.choose ranks by evidence).
             self.passed.set()
 
     def _execute(self, k: int) -> SolveResult:

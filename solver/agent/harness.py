@@ -1,7 +1,10 @@
 """Our outer loop around Leaf's: the harness, not the model, decides when the work is done.
 
 setup → baseline → agent → verdict → (the verdict's feedback to the model → agent → verdict)…
-until the verdict accepts or a budget (steps, wall time, context, rounds) runs out.
+until the verdict accepts or a budget (steps, wall time, context, rounds) runs out. An
+accepted change that no test shows fixes the issue (Verdict.verified) gets one more round
+while rounds remain, asking for such a test; if that round ends worse, the accepted
+change is the run's result.
 The baseline and every verdict run in a fresh sandbox on a tree the host chose
 (verdict_run.py); the verdict counts only the repository's original tests (verdict.py).
 """
@@ -22,6 +25,7 @@ from solver.agent.loop import LoopState, run_agent
 from solver.agent.prompts import (
     SYSTEM_PROMPT,
     baseline_unusable_message,
+    evidence_feedback_message,
     task_message,
     verdict_feedback_message,
 )
@@ -148,6 +152,10 @@ class Harness:
         self.runner = VerdictRunner(self.sandbox, self.repo, plan.test_command, self.scratch,
                                     open_sandbox=self.open_verdict_sandbox)
         self.judged: Judgement | None = None  # the verdict on the tree as it is now, if any
+        # The latest accepted round's verdict, kept while the model is asked for a test
+        # that reproduces the issue: a later round that ends worse never loses it.
+        self.accepted: Judgement | None = None
+        self.asked_for_evidence: str | None = None  # the tree when it was last asked
         self.agent_ran = False  # only an agent phase can have changed the venv's hooks
         self.events.emit(RunStarted(
             model=self.model.name, test_command=plan.test_command,
@@ -219,29 +227,64 @@ class Harness:
             rounds += 1
             if exit_reason in ("cancelled", "tool_error"):
                 # Nothing to verify: the run was stopped, or the sandbox itself is broken.
-                return self._finish(exit_reason, baseline, rounds)
+                return self._finish(self._kept(exit_reason), baseline, rounds)
             self.events.emit(TestsStarted(phase="after", command=self.plan.test_command,
                                           round=rounds))
             timeout = max(1.0, min(limits.test_timeout,
                                    self.deadline - time.monotonic() + 60))
             try:
-                judged = self.judged = self.runner.judge(baseline, timeout)
+                judged = self.judged = self._judge(baseline, timeout)
             except _TEST_RUN_FAILURES as exc:
                 self.state.last_error = f"the sandbox failed running the tests: {exc}"
-                return self._finish("tool_error", baseline, rounds)
+                return self._finish(self._kept("tool_error"), baseline, rounds)
             self.events.emit(TestsJudged(round=rounds, exit_reason=exit_reason,
                                          tests=judged.final, verdict=judged.verdict,
                                          model_tests=judged.with_model_tests))
             stop = self._stop_reason(exit_reason, judged.verdict, rounds)
-            if stop:
-                return self._finish(stop, baseline, rounds)
-            # The rules and the failing tests' ids, never which check did not accept: the full
-            # reasons are in the TestsJudged record, for people.
-            feedback = verdict_feedback_message(
-                self.plan.test_command, judged.verdict, baseline, judged.final,
-                rounds, limits.max_rounds - rounds - 1)
+            if stop == "tests_passed" and self._ask_for_evidence(exit_reason, judged, rounds):
+                self.accepted = judged
+                self.asked_for_evidence = judged.snapshot.tree
+                feedback = evidence_feedback_message(rounds, limits.max_rounds - rounds - 1)
+            elif stop:
+                return self._finish(self._kept(stop), baseline, rounds)
+            else:
+                # The rules and the failing tests' ids, never which check did not accept:
+                # the full reasons are in the TestsJudged record, for people.
+                feedback = verdict_feedback_message(
+                    self.plan.test_command, judged.verdict, baseline, judged.final,
+                    rounds, limits.max_rounds - rounds - 1)
             self.state.messages.append({"role": "user", "content": feedback})
             self.events.emit(Feedback(round=rounds, content=feedback))
+
+    def _judge(self, baseline: TestVerdict, timeout: float) -> Judgement:
+        """The verdict on the stopped sandbox's tree; the accepted round's own when the
+        model left that tree as it was (its tests ran on exactly this tree)."""
+        if self.accepted is None:
+            return self.runner.judge(baseline, timeout)
+        self.sandbox.stop()
+        snapshot = self.repo.snapshot()
+        if snapshot.tree == self.accepted.snapshot.tree:
+            return self.accepted
+        return self.runner.judge_snapshot(baseline, snapshot, timeout)
+
+    def _ask_for_evidence(self, exit_reason: str, judged: Judgement, rounds: int) -> bool:
+        """An accepted change that no test shows fixes the issue gets another round, while
+        rounds and budgets remain, unless the model already left it as it was when asked."""
+        limits = self.plan.limits
+        return (not judged.verdict.verified and exit_reason in _RETRYABLE_EXITS
+                and rounds < limits.max_rounds and self.state.steps < limits.max_steps
+                and time.monotonic() < self.deadline
+                and judged.snapshot.tree != self.asked_for_evidence)
+
+    def _kept(self, reason: str) -> str:
+        """Why the run ends, after a round that ended worse than an accepted one: the
+        accepted round's change is the run's result (never lost to a later round)."""
+        judged = self.judged
+        if self.accepted is None or reason == "cancelled" or (
+                judged is not None and judged.verdict.accepted):
+            return reason
+        self.judged = self.accepted
+        return "tests_passed"
 
     def _agent(self, round_index: int) -> str:
         limits = self.plan.limits

@@ -185,6 +185,17 @@ def verdict_feedback_message(test_command: str, verdict: Verdict, baseline: Test
     return "\n\n".join(parts)
 
 
+def evidence_feedback_message(rounds_done: int, rounds_left: int) -> str:
+    """The user message sent when the harness accepted the change but no test shows that
+    it fixes the issue (solver/verdict/evidence.py): the rule, never how it is checked."""
+    return ("The repository's tests pass with your change, but no test shows that the "
+            "change fixes the issue: no test fails on the base code and passes with your "
+            "change.\n\nAdd a test that reproduces the issue: it must fail on the base code "
+            "(without your fix) and pass with the fix. Keep your fix, put the test with the "
+            "repository's tests, and run it both ways if you can."
+            f"\n\n(round {rounds_done + 1}; {rounds_left} left after this one)")
+
+
 def tests_not_passing(verdict: Verdict, baseline: TestVerdict,
                       final: TestVerdict) -> list[str]:
     """The original tests the verdict counts as not passing, by id: failing, gone, now

@@ -65,6 +65,38 @@ def test_the_fewest_changed_lines_win_then_the_fewest_files_then_the_first() -> 
     assert choose([first, second]).chosen is first
 
 
+def _evidenced(index: int, lines: int, reproduce: int, fixed: int,
+               failing: int) -> Candidate:
+    """A passing candidate whose verdict shows `reproduce` reproducing tests, which fixed
+    `fixed` of the repository's failing tests and left `failing` failing."""
+    from solver.verdict.evidence import MODEL, REPRODUCES, TestEvidence
+    from solver.verdict.repo_tests import TestVerdict
+    from solver.verdict.verdict import Verdict
+
+    base = {f"t::f{i}": "failed" for i in range(fixed + failing)}
+    after = {**base, **{f"t::f{i}": "passed" for i in range(fixed)}}
+    made = candidate(index, lines=lines)
+    made.result.baseline = TestVerdict("pytest", 1, False, 1.0, "", base, "junit")
+    made.result.final = TestVerdict("pytest", 1 if failing else 0, False, 1.0, "", after,
+                                    "junit")
+    made.result.verdict = Verdict(accepted=True, evidence=[
+        TestEvidence(f"t::new{i}", REPRODUCES, MODEL, "failed") for i in range(reproduce)])
+    return made
+
+
+def test_evidence_ranks_before_size() -> None:
+    """The partial fix one line shorter loses to the whole one; a test that reproduces
+    the issue beats none; of equal evidence, the smaller change wins."""
+    partial, whole = _evidenced(0, 2, 0, 1, 1), _evidenced(1, 3, 0, 2, 0)
+    assert choose([partial, whole]).chosen is whole
+    assert summary(partial, whole).outcome == "passed, less evidence"
+    unverified, verified = _evidenced(0, 2, 0, 0, 0), _evidenced(1, 30, 1, 0, 0)
+    assert choose([unverified, verified]).chosen is verified
+    small, large = _evidenced(1, 4, 1, 0, 0), _evidenced(0, 9, 1, 0, 0)
+    assert choose([large, small]).chosen is small
+    assert summary(large, small).outcome == "passed, larger change"
+
+
 def test_a_failed_candidate_is_never_chosen_however_small() -> None:
     tiny_failure, passing = candidate(0, passed=False, lines=0), candidate(1, lines=500)
     assert choose([tiny_failure, passing]).chosen is passing

@@ -57,6 +57,14 @@ def test_invalid_files_say_exactly_what_is_wrong(text: str, expected: str) -> No
     assert str(caught.value).startswith(".github/frognano.yml")
 
 
+def test_evidence_defaults_to_flag_and_takes_required() -> None:
+    assert RepoConfig().evidence == "flag"  # unverified changes are proposed, labelled
+    assert parse_repo_config("evidence: required\n").evidence == "required"
+    with pytest.raises(RepoConfigError) as caught:
+        parse_repo_config("evidence: strict\n")
+    assert "`evidence`: Input should be 'flag' or 'required', not 'strict'" in str(caught.value)
+
+
 def test_ci_defaults_to_skip_and_takes_run() -> None:
     assert RepoConfig().ci == "skip"  # the safe default: no secrets for model code
     assert parse_repo_config("ci: skip\n").ci == "skip"

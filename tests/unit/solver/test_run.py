@@ -74,6 +74,37 @@ def test_decide(run: SolveResult, config: object, expected: tuple[str, str, str 
         assert decision.paths[0] in decision.reason
 
 
+def _with_evidence(*kinds: str) -> SolveResult:
+    from solver.verdict.evidence import MODEL, TestEvidence
+    from solver.verdict.verdict import Verdict
+
+    run = result(paths=["calc.py", "test_calc.py"])
+    run.verdict = Verdict(accepted=True, evidence=[
+        TestEvidence(f"test_calc.py::test_{i}", kind, MODEL, "passed")
+        for i, kind in enumerate(kinds)])
+    return run
+
+
+def test_evidence_required_refuses_what_no_test_shows_and_flag_publishes_it() -> None:
+    """`evidence: required`: no test fails without the change, no PR; `flag` (the
+    default) publishes it, and the decision says it is unverified."""
+    required = parse_repo_config("evidence: required\n")
+    shows_nothing = _with_evidence("passes_on_base", "new_feature")
+    refused = decide(shows_nothing, required)
+    assert (refused.action, refused.outcome) == ("refuse", "refused_unverified")
+    assert refused.reason.startswith("no test fails without this change: ")
+    assert "test_calc.py::test_0 passes on the base code too" in refused.reason
+    assert "test_calc.py::test_1 fails on the base code only for a name the change adds" \
+        in refused.reason
+    flagged = decide(shows_nothing, DEFAULT)
+    assert (flagged.action, flagged.verified) == ("publish", False)
+    assert "no test fails without this change" in decide(result(paths=["calc.py"]),
+                                                        required).reason
+    for config in (DEFAULT, required):
+        verified = decide(_with_evidence("passes_on_base", "reproduces"), config)
+        assert (verified.action, verified.verified) == ("publish", True)
+
+
 def test_a_failed_run_is_never_published_whatever_its_snapshot() -> None:
     """The verdict comes first: a refused change with a clean snapshot still fails."""
     assert decide(result(passed=False, paths=["calc.py"]), DEFAULT).action == "fail"
