@@ -708,6 +708,16 @@ def ci_not_reproduced(head: str, checks: list[str], test_command: str) -> str:
             "person must look at it.")
 
 
+def ci_branch_moved(branch: str, started: str, head: str | None) -> str:
+    """A CI repair round whose branch moved to a commit it did not start from."""
+    moved = f"moved to {code_span(head[:12])}" if head else "was deleted"
+    return (f"🐸 **FrogNano** did not push its CI repair: {code_span(branch)} {moved} "
+            f"while the round ran on {code_span(started[:12])}. A push to the branch that "
+            "the bot did not make stops the CI repair loop: nothing was pushed, and no "
+            "round runs on that commit. Comment `/frognano <feedback>` to have the bot "
+            "continue from it.")
+
+
 def ci_not_repaired(round_number: int, of: int, checks: list[str], reason: str) -> str:
     said = neutralize(reason).rstrip(".")  # the reason may end a sentence already
     return (f"🐸 **FrogNano** did not repair this pull request's CI (round {round_number} "

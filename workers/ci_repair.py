@@ -12,6 +12,12 @@ A person's review of the current head or of a head a round ran on stops the loop
 A head whose repository tests all pass in the sandbox cannot be reproduced: the run
 stops after the baseline, says so and labels the PR.
 
+No person asked for a round, so it builds only on the head it was accepted for: a
+branch that moved since (a person's push or rewrite, before the round's workspace was
+made, during the run, or during the push itself: workers/publish/review.py's
+BranchTaken) stops the round with nothing pushed, says so on the PR and takes that
+head's claim, so no round runs on it (outcome `branch_moved`).
+
 The rounds live in Redis beside the issue's generations (`frognano:ci-rounds:<issue>`, a
 list of JSON entries, 30 days): the count, and the PR body's "CI repairs" section.
 """
@@ -23,6 +29,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from bot.ci_checks import (
@@ -37,6 +44,7 @@ from bot.messages import (
     NEEDS_HUMAN_LABEL,
     CiRoundLine,
     RunReport,
+    ci_branch_moved,
     ci_gave_up,
     ci_not_repaired,
     ci_not_reproduced,
@@ -47,6 +55,7 @@ from bot.triggers import Trigger
 from solver.agent.prompts import ci_feedback
 from solver.agent.result import SolveResult
 from solver.agent.run_events import BaselineDone, Event
+from solver.hostgit import GitError, run_git
 from solver.policy import branch_for
 from solver.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from workers.context import RunContext
@@ -133,7 +142,7 @@ def accept_ci(rt: Runtime, trigger: Trigger) -> str:
     limit: said once on the PR, labelled needs-human) or queued."""
     assert trigger.head_sha is not None
     repo, coordinator = trigger.repo_ref, IssueCoordinator(rt.redis, trigger.issue_key)
-    claim = f"frognano:ci-head:{trigger.issue_key}:{trigger.head_sha}"
+    claim = _head_claim(trigger.issue_key, trigger.head_sha)
     if not rt.redis.set(claim, trigger.delivery_id, nx=True, ex=DELIVERY_TTL):
         return "duplicate"  # check_suite and check_run, or several suites, of one head
     why = _not_for_us(rt, trigger, repo)
@@ -159,6 +168,11 @@ def accept_ci(rt: Runtime, trigger: Trigger) -> str:
     rt.enqueue_run({**trigger.to_kwargs(), "pull_number": pull_number,
                     "generation": generation})
     return "queued"
+
+
+def _head_claim(issue_key: str, head: str) -> str:
+    """The Redis key a head's first red check takes: one round per head."""
+    return f"frognano:ci-head:{issue_key}:{head}"
 
 
 def _not_for_us(rt: Runtime, trigger: Trigger, repo: RepoRef
@@ -295,6 +309,39 @@ def reply_for(ctx: RunContext, config: RepoConfig) -> Callable[[str, str, str | 
                          list(current.checks) if current else [], final_summary, replayed_on)
 
     return reply
+
+
+def mirror_head(mirror: Path, trigger: Trigger) -> str | None:
+    """The PR branch's head in the repository's mirror, just refreshed (None: no branch):
+    what the round's workspace is made from."""
+    try:
+        return run_git("rev-parse", "--verify", "--quiet",
+                       f"refs/heads/{branch_for(trigger.issue_number)}^{{commit}}",
+                       git_dir=mirror).decode().strip() or None
+    except GitError:
+        return None
+
+
+def stop_if_moved(ctx: RunContext, head: str | None) -> str | None:
+    """`branch_moved` (said on the PR) when the branch's `head` is not the one the round
+    was accepted for; None: it is, the round goes on."""
+    return None if head == ctx.trigger.head_sha else branch_moved(ctx, head)
+
+
+def branch_moved(ctx: RunContext, head: str | None) -> str:
+    """The round's branch moved to `head` (None: deleted), a commit the round did not
+    start from: nothing is pushed, the PR says so (inert: a branch and two shas), and that
+    head's claim is taken, so a red check on it starts no round."""
+    trigger, branch = ctx.trigger, branch_for(ctx.trigger.issue_number)
+    if head is not None:
+        ctx.runtime.redis.set(_head_claim(trigger.issue_key, head), "branch_moved",
+                              ex=DELIVERY_TTL)
+    log.info("%s: CI repair round stopped: %s moved to %s", trigger.issue_key, branch,
+             head[:12] if head else "nothing")
+    ctx.github.comment(ctx.repo, trigger.pull_number or trigger.issue_number,
+                       ci_branch_moved(branch, trigger.head_sha or "", head))
+    ctx.status.failed(f"`{branch}` moved during the CI repair round; nothing was pushed")
+    return "branch_moved"
 
 
 def finish_round(rt: Runtime, trigger: Trigger, generation: int, outcome: str) -> None:

@@ -67,9 +67,10 @@ log = logging.getLogger(__name__)
 def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
     """Returns the outcome: pr_opened, pushed (a review's change on the PR), conflict
     or replay_failed (a review's change on a moved branch: no clean replay, or its re-run
-    tests failed), failed, no_change, refused_paths, refused_size,
-    invalid_config, no_tests, superseded, cancelled, duplicate, or busy (another run
-    holds the issue's lock; the task goes back to the broker and tries again)."""
+    tests failed), branch_moved (a CI repair round's branch moved: nothing pushed),
+    failed, no_change, refused_paths, refused_size, invalid_config, no_tests, superseded,
+    cancelled, duplicate, or busy (another run holds the issue's lock; the task goes back
+    to the broker and tries again)."""
     coordinator = IssueCoordinator(rt.redis, trigger.issue_key)
     if coordinator.is_done(generation):
         return "duplicate"
@@ -155,6 +156,9 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     mirror = rt.repo_cache.refresh(rt.github.clone_url(repo), rt.github.installation_token(repo))
     reviewing = trigger.kind in ci_repair.REVIEW_LIKE
     ci_repair.person_started(rt, trigger)
+    if trigger.kind == "ci" and (ended := ci_repair.stop_if_moved(  # pushed to meanwhile
+            ctx, ci_repair.mirror_head(mirror, trigger))):
+        return ended
     try:  # from the default branch on GitHub: an issue author cannot change it
         config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
     except RepoConfigError as exc:
@@ -177,6 +181,8 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         if reason is not None:  # a cancel: a progress edit may have landed after its own
             status.cancelled(reason)
         return outcome
+    if trigger.kind == "ci" and (ended := ci_repair.stop_if_moved(ctx, host.base)):
+        return ended  # the mirror moved between the check above and the workspace
     # What the evidence ran on: the default branch, or for a review the PR's branch.
     base = branch_for(trigger.issue_number) if reviewing else default_branch
     report = _report(rt, trigger, generation, result, ran, (issue.title, base))
@@ -198,7 +204,9 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
             return publish_review(ctx, host, result, report, ReviewChange(
                 title=pull_title(issue.title), message=message,
                 test_timeout=plan.limits.test_timeout, events=Outputs(transcript, recorder),
-                reply=ci_repair.reply_for(ctx, config) if trigger.kind == "ci" else None))
+                reply=ci_repair.reply_for(ctx, config) if trigger.kind == "ci" else None,
+                taken=(lambda head: ci_repair.branch_moved(ctx, head))
+                if trigger.kind == "ci" else None))
     assert result.snapshot is not None  # decide() publishes only a readable change
     # A cancel is honoured up to the push; after an accepted push the PR steps finish.
     return publish_pull(ctx, host, result.snapshot, DraftPull(

@@ -48,6 +48,17 @@ class BranchMoved(GitError):
     """The PR branch moved during the run and the change does not apply on its new head."""
 
 
+class BranchTaken(Exception):
+    """A CI repair round's branch moved during the round to a commit the round did not
+    start from (a person's push, or a rewrite of the branch): no person asked for the
+    round, so nothing is pushed on that commit; `head` is it (None: the branch is gone)."""
+
+    def __init__(self, branch: str, head: str | None) -> None:
+        super().__init__(f"`{branch}` moved to {head[:12] if head else 'nothing'} during "
+                         "the CI repair round")
+        self.branch, self.head = branch, head
+
+
 class ReplayFailed(Exception):
     """The change applies on the moved branch's new head, but the verdict on the merged
     tree refuses it: nothing was pushed."""
@@ -98,6 +109,10 @@ class ReviewChange:
     # The reply once pushed, (commit, tests after it, the head replayed on) → text; None:
     # a review's (a CI repair says which checks it answers: workers/ci_repair.py).
     reply: Callable[[str, str, str | None], str] | None = None
+    # A CI repair round's: the branch moved to a commit the round did not start from
+    # (its new head, None: deleted) → the run's outcome, said on the PR. None: a review's
+    # change is replayed on the moved branch, a person asked for it.
+    taken: Callable[[str | None], str] | None = None
 
 
 def publish_review(ctx: RunContext, host: HostRepo, result: SolveResult, report: RunReport,
@@ -116,9 +131,12 @@ def publish_review(ctx: RunContext, host: HostRepo, result: SolveResult, report:
             judge_replay=judge_replay(ctx.runtime.sandbox_backend, host,
                                       result.test_command, change.test_timeout,
                                       change.events),
-            current=ctx.is_current)
+            current=ctx.is_current, replay=change.taken is None)
     except Stopped:
         return stopped(ctx)
+    except BranchTaken as exc:
+        assert change.taken is not None  # raised only when nothing may be replayed
+        return change.taken(exc.head)
     except BranchMoved as exc:
         ctx.github.comment(ctx.repo, pull_number, review_not_pushed(str(exc)))
         ctx.status.failed(str(exc))
@@ -197,7 +215,8 @@ class _OnTop:
 
 def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: HostRepo,
                 snapshot: Snapshot, branch: str, message: str, judge_replay: JudgeReplay,
-                current: Callable[[], bool] = always_current) -> Pushed:
+                current: Callable[[], bool] = always_current, replay: bool = True
+                ) -> Pushed:
     """Commit the snapshot on GitHub (signed by it: api_commit.py) on the PR head the run
     started from, and move the branch to it as a fast-forward only.
 
@@ -206,36 +225,43 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
     in the sandbox; the new head fetched by git smart HTTP) and the merged tree goes
     through the verdict again (`judge_replay`), then is committed on GitHub on that head:
     nothing is pushed that was not tested as pushed. A conflict raises BranchMoved, a
-    refused replay ReplayFailed. A ref write that failed without the branch moving (a
-    dropped connection, a 5xx) is tried again, up to PUSH_RETRY's tries; one that had
-    landed (only its answer was lost) is not. `current()` is asked right before every
-    ref write: False raises Stopped and nothing (more) is pushed."""
+    refused replay ReplayFailed. A failed ref write (a dropped connection, a 5xx) is
+    tried again while the branch did not move (PUSH_RETRY); one that landed is not.
+    Right before every ref write `current()` is asked (False: Stopped, nothing more is
+    pushed) and the branch's head is read: one reset to an older commit (a person dropped
+    the bot's last one) would take the fast-forward and the dropped commit with it, so it
+    is replayed on as any move. `replay` False (a CI repair round, which no person asked
+    for): a branch moved to any commit but the parent raises BranchTaken."""
     refuse_unsafe(snapshot)  # every caller checks first: the last line before an upload
     identity = bot_identity(github.bot_login())
     state = _OnTop(host.commit(snapshot.tree, branch, message, identity=identity),
                    create_commit(github, repo, host, tree=snapshot.tree, parent=host.base,
                                  message=message), host.base)
-    url = github.clone_url(repo)
+    url, token = github.clone_url(repo), lambda: github.installation_token(repo)
 
     def try_once(_: int) -> Pushed:
+        read = True  # False for one write: git said the API's answer was behind
         while True:
             check_current(current, branch)
-            try:
-                github.move_branch(repo, branch, state.remote, force=False)
+            seen, read = (github.branch_head(repo, branch) if read else state.parent), True
+            if seen is None and not replay:
+                raise BranchTaken(branch, None)
+            writing = seen in (state.parent, None)
+            failure = _write(github, repo, branch, state.remote) if writing else None
+            if writing and failure is None:
                 return state.pushed()
-            except NotFound:  # the branch was deleted meanwhile: made again, as a push did
-                github.create_branch(repo, branch, state.remote)
-                return state.pushed()
-            except (NotFastForward, ServerError) as exc:
-                failure: Exception = exc
-            head = cache.fetch_branch(host.git_dir, url, branch,
-                                      github.installation_token(repo))
+            head = cache.fetch_branch(host.git_dir, url, branch, token())
             if head == state.remote:  # it went through; only the answer was lost
                 return state.pushed()
-            if head == state.parent:  # the branch did not move: the write itself failed
-                raise _Unmoved(failure)
-            log.info("fast-forward of %s refused (%s); replaying on %s", branch, failure,
-                     head[:12])
+            if head == state.parent:  # the branch did not move
+                if failure is None:
+                    read = False
+                    continue
+                raise _Unmoved(failure)  # the write itself failed
+            if not replay:
+                raise BranchTaken(branch, head)
+            log.info("the branch %s moved to %s (%s); replaying on it", branch, head[:12],
+                     failure or "read before the push")
             _replay_on(state, head, github, repo, host, branch, message, identity,
                        judge_replay)
 
@@ -247,6 +273,18 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
         raise last.failure from None
     know_pushed(cache, host, github, repo, branch, pushed.commit)
     return pushed
+
+
+def _write(github: GitHubApi, repo: RepoRef, branch: str, commit: str) -> Exception | None:
+    """One ref write moving `branch` to `commit` as a fast-forward: None once the branch is
+    it, else why not (it moved, or GitHub failed)."""
+    try:
+        github.move_branch(repo, branch, commit, force=False)
+    except NotFound:  # deleted meanwhile: made again, as a push did
+        github.create_branch(repo, branch, commit)
+    except (NotFastForward, ServerError) as exc:
+        return exc
+    return None
 
 
 def _replay_on(state: _OnTop, head: str, github: GitHubApi, repo: RepoRef, host: HostRepo,

@@ -27,13 +27,14 @@ from workers.accept import accept_trigger
 from workers.context import RunContext
 from workers.coordination import IssueCoordinator
 from workers.publish.pull import DraftPull, publish_pull
-from workers.publish.review import Pushed, push_on_top
+from workers.publish.review import BranchTaken, JudgeReplay, Pushed, push_on_top
 from workers.repo_cache import RepoCache
 from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
 from workers.status import RunStatus
 
 OWNER, REPO, MAINTAINER = "octo", "calc", "maintainer"
+READ_REF = rf"^/repos/{OWNER}/{REPO}/git/ref/heads/"  # the head read before a push
 CREATE_REF = rf"^/repos/{OWNER}/{REPO}/git/refs$"  # a first run's push: a new branch
 MOVE_REF = rf"^/repos/{OWNER}/{REPO}/git/refs/heads/"  # a push on top: a fast-forward
 
@@ -148,9 +149,10 @@ def no_replay(at_head: HostRepo, tree: str) -> Judgement:
     raise AssertionError("the branch did not move: nothing to replay or re-test")
 
 
-def push_review_change(world: World, meanwhile: Callable[[], None]) -> Pushed:
+def push_review_change(world: World, meanwhile: Callable[[], None], *,
+                       judge: JudgeReplay = no_replay, replay: bool = True) -> Pushed:
     """A review's change on the PR branch (made here by a first publish), pushed on top;
-    `meanwhile` runs between the two."""
+    `meanwhile` runs between the two. `replay` False: a CI repair round's push."""
     assert world.publish() == "pr_opened"
     meanwhile()
     github, repo = world.rt.github, RepoRef(OWNER, REPO, world.fake.installation_id)
@@ -161,7 +163,7 @@ def push_review_change(world: World, meanwhile: Callable[[], None]) -> Pushed:
     (host.work_tree / "NOTES.md").write_text("the review's change\n")
     return push_on_top(github=github, cache=world.rt.repo_cache, repo=repo, host=host,
                        snapshot=host.snapshot(), branch=branch_for(1), message="note",
-                       judge_replay=no_replay)
+                       judge_replay=judge, replay=replay)
 
 
 def test_a_failed_push_on_an_unmoved_branch_is_retried_not_replayed(world: World) -> None:
@@ -226,3 +228,74 @@ def test_a_review_change_on_a_deleted_branch_makes_it_again(world: World) -> Non
     assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == pushed.commit
     assert git(bare, "rev-parse", f"{pushed.commit}^").strip() == first[0]
     assert world.pushes() == [201, 422, 201]
+
+
+def person_commit(world: World) -> Callable[[], str]:
+    """A maintainer's push on the PR branch, straight to GitHub's git: its sha."""
+    def push() -> str:
+        work = world.tmp / "person"
+        bare = world.fake.repo(OWNER, REPO).bare_path
+        git(world.tmp, "clone", "-q", "--branch", branch_for(1), str(bare), str(work))
+        (work / "PERSON.md").write_text("a maintainer's commit\n")
+        git(work, "add", "PERSON.md")
+        git(work, "-c", "user.name=M", "-c", "user.email=m@example.com", "commit", "-qm", "m")
+        git(work, "push", "-q", "origin", f"HEAD:{branch_for(1)}")
+        return git(work, "rev-parse", "HEAD").strip()
+    return push
+
+
+def rewind(world: World, into: list[str]) -> Callable[[], None]:
+    """A person resets the PR branch to the parent of its head (drops the bot's commit,
+    as after a leak) and force-pushes; the commit it now points at goes to `into`."""
+    def reset() -> None:
+        bare = world.fake.repo(OWNER, REPO).bare_path
+        parent = git(bare, "rev-parse", f"{branch_for(1)}^").strip()
+        git(bare, "update-ref", f"refs/heads/{branch_for(1)}", parent)
+        into.append(parent)
+    return reset
+
+
+def test_a_ci_rounds_push_on_a_persons_push_pushes_nothing(world: World) -> None:
+    """Issue 30 §3: a maintainer pushes while the round's push is in flight (GitHub
+    refuses the fast-forward): no replay onto the person's commit, nothing pushed."""
+    person: list[str] = []
+    with pytest.raises(BranchTaken) as taken:
+        push_review_change(world, lambda: world.fake.on_next(
+            "PATCH", MOVE_REF, lambda: person.append(person_commit(world)())), replay=False)
+    assert taken.value.head == person[0]
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == person[0]
+    assert world.pushes() == [201, 422], "the refused fast-forward, and no replay's push"
+
+
+def test_a_ci_rounds_push_on_a_rewound_branch_pushes_nothing(world: World) -> None:
+    """The person dropped the bot's commit: a fast-forward from there would succeed and
+    bring it back. The head read before the write sees it; nothing is written."""
+    rewound: list[str] = []
+    with pytest.raises(BranchTaken) as taken:
+        push_review_change(world, lambda: world.fake.on_next("GET", READ_REF,
+                                                             rewind(world, rewound)),
+                           replay=False)
+    assert taken.value.head == rewound[0]
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == rewound[0]
+    assert world.pushes() == [201], "no ref write at all"
+
+
+class Judged(Exception):
+    """The replay's verdict was asked for: the head it was asked on."""
+
+
+def judged(at_head: HostRepo, tree: str) -> Judgement:
+    raise Judged(at_head.base)
+
+
+def test_a_review_on_a_rewound_branch_is_replayed_not_fast_forwarded(world: World) -> None:
+    """A review's change on a branch a person rewound is replayed on what they left (and
+    judged there), never fast-forwarded over it with the dropped commit."""
+    rewound: list[str] = []
+    with pytest.raises(Judged) as asked:
+        push_review_change(world, lambda: world.fake.on_next("GET", READ_REF,
+                                                             rewind(world, rewound)),
+                           judge=judged)
+    assert asked.value.args == (rewound[0],)
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) == rewound[0]
+    assert world.pushes() == [201]
