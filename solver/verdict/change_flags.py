@@ -39,13 +39,42 @@ WHY = {
                  "it reports",
     "test-literal": "code that special-cases the failing tests' exact values passes them "
                     "without fixing the behaviour",
+    "runs-text": "code run from a string or a file's contents, or loaded from a compiled "
+                 "file, is not the source the reviewer reads",
+    "clock": "library code that reads the clock can behave one way while the tests run and "
+             "another later",
+    "data-read": "a file the change edits and its code reads can hold the fix, or the "
+                 "tests' cases, where no review of the code looks",
 }
 # What library code reads to learn whether it runs under a test, and who calls it.
 PROBES = frozenset({
     "sys.modules", "sys._getframe", "sys._current_frames", "sys.argv", "sys.orig_argv",
     "inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.trace",
     "traceback.extract_stack", "traceback.walk_stack", "os.environ", "os.environb",
-    "os.getenv", "os.getenvb"})
+    "os.getenv", "os.getenvb", "__main__", "sys.path", "sys.path_hooks",
+    "sys.path_importer_cache"})
+# Where a process reads its own command line, environment and memory from.
+PROC = "/proc/"
+# Calls that run text or load compiled code: always flagged; exec, eval and compile only
+# when what they run is not a literal the reviewer reads (EXECUTORS).
+EXECUTORS = frozenset({"exec", "eval", "compile", "builtins.exec", "builtins.eval",
+                       "builtins.compile"})
+LOADERS = frozenset({"runpy.run_path", "runpy.run_module", "marshal.loads", "marshal.load",
+                     "importlib.machinery.SourcelessFileLoader",
+                     "importlib.machinery.ExtensionFileLoader",
+                     "importlib.util.spec_from_file_location",
+                     "importlib.util.module_from_spec", "zipimport.zipimporter",
+                     "ctypes.CDLL", "ctypes.PyDLL", "ctypes.cdll.LoadLibrary",
+                     "ctypes.pydll.LoadLibrary"})
+# The clock: read whenever named; the converters only when given no time to convert
+# (their number of arguments that take one).
+CLOCK = frozenset({"time.time", "time.time_ns", "time.monotonic", "time.monotonic_ns",
+                   "time.perf_counter", "time.perf_counter_ns", "time.process_time",
+                   "time.process_time_ns", "time.clock_gettime", "time.clock_gettime_ns",
+                   "datetime.datetime.now", "datetime.datetime.utcnow",
+                   "datetime.datetime.today", "datetime.date.today"})
+CLOCK_CONVERTERS = {"time.localtime": 1, "time.gmtime": 1, "time.ctime": 1,
+                    "time.asctime": 1, "time.strftime": 2}
 ENVIRONMENT = frozenset({"os.environ", "os.environb", "os.getenv", "os.getenvb"})
 EXITS = frozenset({"os._exit", "os.abort", "os.kill", "os.killpg", "sys.exit", "exit",
                    "quit", "builtins.exit", "SystemExit"})
@@ -199,15 +228,74 @@ class _Module:
 
 
 def _probes(module: _Module) -> Iterator[_Finding]:
-    """Reads of sys.modules, frames, the environment and argv (`os.environ.get` reads
-    `os.environ`: its `os` and its `.get` resolve to no probe)."""
+    """Reads of sys.modules, frames, the environment, argv, `__main__` and sys.path
+    (`os.environ.get` reads `os.environ`: its `os` and its `.get` resolve to no probe)."""
     for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and "__main__" in (
+                [alias.name for alias in node.names]
+                + [getattr(node, "module", None) or ""]):
+            yield _Finding(node.lineno, "runtime-probe", "imports `__main__`")
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             continue
         if isinstance(node, ast.Name | ast.Attribute | ast.Call):
             name = module.dotted(node)
             if name in PROBES:
                 yield _Finding(node.lineno, "runtime-probe", f"reads `{name}`")
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The docstrings' constants (by id): words in them run nothing."""
+    found = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) \
+                and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant):
+            found.add(id(body[0].value))
+    return found
+
+
+def _strings(tree: ast.Module) -> Iterator[tuple[ast.Constant, str]]:
+    """Every string or bytes literal but the docstrings, with its text."""
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes) \
+                and id(node) not in docs:
+            value = node.value
+            yield node, value if isinstance(value, str) else value.decode("latin-1")
+
+
+def _proc_reads(module: _Module) -> Iterator[_Finding]:
+    """Paths under /proc (`/proc/self/cmdline`, `f"/proc/{pid}/environ"`): a process's own
+    command line, environment and memory, read without `sys` or `os.environ`."""
+    for node, text in _strings(module.tree):
+        if PROC in text or text.rstrip("/") == PROC.rstrip("/"):
+            yield _Finding(node.lineno, "runtime-probe", f"names `{_short(node)}`")
+
+
+def _runs_text(module: _Module) -> Iterator[_Finding]:
+    """`exec`, `eval` or `compile` of anything but a literal (a file's contents, a string
+    built at run time), and calls that run a file or load compiled code."""
+    for node in ast.walk(module.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = module.dotted(node.func)
+        literal = bool(node.args) and isinstance(node.args[0], ast.Constant)
+        if (func in EXECUTORS and not literal) or func in LOADERS:
+            yield _Finding(node.lineno, "runs-text", f"runs or loads code: `{_short(node)}`")
+
+
+def _clock(module: _Module) -> Iterator[_Finding]:
+    """The clock read (`time.time`, `datetime.now()`, `time.localtime()` with no time)."""
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Attribute | ast.Name) and isinstance(node.ctx, ast.Load):
+            name = module.dotted(node)
+            if name in CLOCK:
+                yield _Finding(node.lineno, "clock", f"reads the clock: `{name}`")
+        elif isinstance(node, ast.Call):
+            name = module.dotted(node.func)
+            if len(node.args) < CLOCK_CONVERTERS.get(name, 0) and not node.keywords:
+                yield _Finding(node.lineno, "clock", f"reads the clock: `{_short(node)}`")
 
 
 def _exits(module: _Module) -> Iterator[_Finding]:
@@ -411,8 +499,8 @@ def _hashable(value: object) -> bool:
     return True
 
 
-DETECTORS = (_probes, _built_lookups, _built_module_checks, _equalities, _subclasses,
-             _env_writes, _exits, _literal_branches)
+DETECTORS = (_probes, _proc_reads, _runs_text, _clock, _built_lookups, _built_module_checks,
+             _equalities, _subclasses, _env_writes, _exits, _literal_branches)
 
 
 def _parse(source: bytes | None) -> ast.Module | None:
@@ -472,7 +560,65 @@ def scan_change(paths: Iterable[str], read_base: Reader, read_candidate: Reader,
             continue
         found = added_findings(read_base(path), after, literals)[:MAX_PER_FILE]
         flags += [ChangeFlag(path, f.line, f.kind, f.what) for f in found]
+    flags += _data_reads(paths, read_base, read_candidate, literals)
     return flags[:MAX_FLAGS]
+
+
+def _is_data(path: str) -> bool:
+    return PurePosixPath(path).suffix != ".py" and not (is_test_path(path)
+                                                        or is_test_config(path))
+
+
+def _data_reads(paths: Iterable[str], read_base: Reader, read_candidate: Reader,
+                literals: dict[object, str]) -> list[ChangeFlag]:
+    """The changed non-Python files that changed library code names (`open(here /
+    'table.json')`): flagged at the line naming them, with the file's change shown; and
+    what such a file adds, scanned as library code where it parses as Python (a table
+    keyed by the failing tests' values, code that is `exec`'d)."""
+    data = {p: read_candidate(p) for p in sorted(set(paths)) if _is_data(p)}
+    edited = {path: after for path, after in data.items() if after is not None}
+    flags: list[ChangeFlag] = []
+    read: set[str] = set()
+    for path in sorted(p for p in set(paths) if is_library_code(p)) if edited else ():
+        tree = _parse(read_candidate(path))
+        for line, named in _names_of(tree, edited) if tree is not None else ():
+            read.add(named)
+            change = _change_of(read_base(named), edited[named])
+            flags.append(ChangeFlag(path, line, "data-read",
+                                    f"reads `{named}`, which the change also edits: {change}"))
+    for named in sorted(read):
+        found = added_findings(read_base(named), edited[named], literals)[:MAX_PER_FILE]
+        flags += [ChangeFlag(named, f.line, f.kind, f.what) for f in found]
+    return flags
+
+
+def _names_of(tree: ast.Module, files: dict[str, bytes]) -> Iterator[tuple[int, str]]:
+    """(line, file) where a literal names one of `files`: the whole path, or its end
+    (`data/table.json`, `table.json`)."""
+    seen = set()
+    for node, text in _strings(tree):
+        name = text.strip().removeprefix("./")
+        if len(name) < 3:
+            continue
+        for path in files:
+            if (path == name or path.endswith("/" + name)) and (node.lineno, path) not in seen:
+                seen.add((node.lineno, path))
+                yield node.lineno, path
+
+
+def _change_of(before: bytes | None, after: bytes, shown: int = 3) -> str:
+    """A data file's change in a few words: its first added lines, quoted."""
+    if b"\0" in after[:8000]:
+        return f"{len(after)} bytes, binary"
+    added = sorted(_added_lines(before, after))
+    if not added:
+        return "lines removed only"
+    lines = after.decode("utf-8", "replace").splitlines()
+    text = " ⏎ ".join(" ".join(lines[n - 1].split()) for n in added[:shown])
+    text = text.replace("`", "'")
+    text = text if len(text) <= 160 else text[:159] + "…"
+    more = f" and {len(added) - shown} more added line(s)" if len(added) > shown else ""
+    return f"`{text}`{more}"
 
 
 def failing_tests(baseline: TestVerdict) -> list[str]:

@@ -57,6 +57,39 @@ CASES = {
                         "        return {'cat': 2, 'dog': 1}\n", 2),
     "a table keyed by them": (
         "test-literal", "KNOWN = {'onomatopoeia': 4}\n", 1),
+    # Issue 28 §2: code run from text, `__main__`, /proc/self, sys.path and the clock.
+    "import __main__": ("runtime-probe", "import __main__\nF = __main__.__file__\n", 1),
+    "__main__ used": ("runtime-probe", "import __main__\nF = __main__.__file__\n", 2),
+    "__main__ by import_module": (
+        "runtime-probe", "import importlib\nM = importlib.import_module('__main__')\n", 2),
+    "/proc/self": ("runtime-probe", "ARGS = open('/proc/self/cmdline').read()\n", 1),
+    "/proc/<pid> in an f-string": (
+        "runtime-probe", "import os\nP = f'/proc/{os.getpid()}/environ'\n", 2),
+    "/proc spelt in two": ("runtime-probe", "P = '/proc' + '/self/environ'\n", 1),
+    "sys.path": ("runtime-probe", "import sys\nsys.path.insert(0, 'vendor')\n", 2),
+    "exec a file's contents": ("runs-text", "exec(open('fix.txt').read())\n", 1),
+    "eval a built string": ("runs-text", "X = eval('1' + '+1')\n", 1),
+    "compile a file's contents": (
+        "runs-text", "def load(p):\n    return compile(open(p).read(), p, 'exec')\n", 2),
+    "marshal": ("runs-text", "import marshal\nC = marshal.loads(b'')\n", 2),
+    "runpy": ("runs-text", "import runpy\nG = runpy.run_path('fix.txt')\n", 2),
+    "ctypes": ("runs-text", "import ctypes\nL = ctypes.CDLL('./x.so')\n", 2),
+    "time.time": ("clock", "import time\nT = time.time()\n", 2),
+    "time as a default": ("clock", "from time import monotonic\nNOW = monotonic\n", 2),
+    "datetime.now": ("clock", "from datetime import datetime\nN = datetime.now()\n", 2),
+    "date.today": ("clock", "import datetime as dt\nD = dt.date.today()\n", 2),
+    "localtime()": ("clock", "import time\nL = time.localtime()\n", 2),
+    "strftime of now": ("clock", "import time\nS = time.strftime('%Y')\n", 2),
+}
+# Near misses of the kinds above: the same names doing nothing a test run can't judge.
+NOT_FLAGGED = {
+    "exec of a literal": "exec('X = 1')\n",
+    "re.compile": "import re\nP = re.compile(r'\\d+')\n",
+    "a script's guard": "def main():\n    pass\n\n\nif __name__ == '__main__':\n    main()\n",
+    "/proc in a docstring": 'def f():\n    """Unlike /proc/self/cmdline, this is portable."""\n',
+    "a time converted": "import time\nL = time.localtime(0)\nS = time.strftime('%Y', L)\n",
+    "sleep and timedelta": "import datetime, time\ntime.sleep(0)\n"
+                           "D = datetime.timedelta(days=1)\n",
 }
 
 
@@ -72,6 +105,44 @@ def _scan(module: str, base: bytes | None = None) -> list[tuple[str, int]]:
 def test_each_kind_is_flagged_at_its_line(case: str) -> None:
     kind, module, line = CASES[case]
     assert (kind, line) in _scan(module), _scan(module)
+
+
+@pytest.mark.parametrize("case", list(NOT_FLAGGED))
+def test_near_misses_are_not_flagged(case: str) -> None:
+    assert _scan(NOT_FLAGGED[case]) == []
+
+
+DATA_BASE = b'{"cat": 1}\n'
+READER = ("import json, pathlib\n\n\ndef table():\n"
+          "    return json.loads((pathlib.Path(__file__).parent / 'data' / 'table.json')"
+          ".read_text())\n")
+
+
+def _scan_with_data(files: dict[str, bytes], changed: list[str]) -> list[tuple[str, int, str]]:
+    base = {TEST_FILE: TEST_SOURCE, "words/data/table.json": DATA_BASE}
+    after = {**base, **files}
+    flags = scan_change(changed, base.get, after.get, [f"{TEST_FILE}::test_count"])
+    return [(f.path, f.line, f.what) for f in flags]
+
+
+def test_a_data_file_the_changed_code_reads_is_shown_and_scanned() -> None:
+    """A change that adds code and the data file it reads: the data file's change is shown
+    under the flag, and a table in it keyed by the failing test's values is flagged too."""
+    table = b'{"cat": 1,\n "onomatopoeia": 4}\n'
+    found = _scan_with_data({"words/extra.py": READER.encode(), "words/data/table.json": table},
+                            ["words/extra.py", "words/data/table.json"])
+    assert ("words/extra.py", 5, "reads `words/data/table.json`, which the change also "
+            "edits: `{\"cat\": 1, ⏎ \"onomatopoeia\": 4}`") in found, found
+    assert [(path, line) for path, line, what in found if "failing test" in what] == [
+        ("words/data/table.json", 1)], found
+
+
+def test_a_data_file_no_changed_code_reads_is_not_flagged() -> None:
+    table = b'{"cat": 1, "dog": 2}\n'
+    changed_alone = _scan_with_data({"words/data/table.json": table}, ["words/data/table.json"])
+    assert changed_alone == [], "no library code of the change names it"
+    unchanged = _scan_with_data({"words/extra.py": READER.encode()}, ["words/extra.py"])
+    assert unchanged == [], "the change does not edit the file the code reads"
 
 
 def test_only_what_the_change_adds() -> None:
