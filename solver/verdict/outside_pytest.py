@@ -2,11 +2,13 @@
 
 When the verdict accepts a change, the tests that failed at baseline are run again in
 the verdict's tree, in a fresh sandbox, by plain python (plain_runner.py): the test
-module imported and its test functions called, plain functions and unittest methods,
-those needing fixtures or parameters skipped. No pytest is loaded and no report path is
-in the environment, so code that special-cases the runner (it looks for pytest's
-modules, or forges the report and exits) behaves as it would in use. A test that passed
-under pytest and fails, errors or gives no result here refuses the change.
+module imported and its tests called as pytest would call them (parameter sets, the
+base's fixtures, doctests, Django's settings). No pytest module is in `sys.modules` while
+repository code runs, `__main__` is not pytest's and no report path is in the
+environment, so code that special-cases the runner behaves as it would in use. A test
+that passed under pytest and fails, errors, skips itself or gives no result here refuses
+the change. A test the runner cannot run faithfully (its own decision, with the reason)
+refuses nothing: the reviewer reads "could not run outside pytest" in the notes.
 
 Results come back over a FIFO in the harness's read-only channel folder, opened by the
 runner before any repository code runs and written once, with a token read from stdin;
@@ -36,12 +38,17 @@ if TYPE_CHECKING:
     from solver.verdict.verdict_run import VerdictRunner
 
 RUNNER = Path(__file__).with_name("plain_runner.py")
-# A test id plain python can address: `file.py::function` or `file.py::Class::method`,
-# no parameters.
-PLAIN_ID = re.compile(r"^([^:\[\]]+\.py)::([A-Za-z_]\w*(?:::[A-Za-z_]\w*)?)$")
+# A test id the runner is given: a relative file inside the tree, then what pytest named
+# in it (`function`, `Class::method`, either with `[parameters]`, a doctest's name).
+TEST_ID = re.compile(r"^([^:\[\]/][^:\[\]]*)::(\S.*)$")
 RESULT_MAX_BYTES = 4 * 1024 * 1024
 DISAGREES = "test passes under pytest but not outside it: "
+# The runner's statuses: its own decision not to run a test, and what disagrees.
+CANNOT = "cannot run"
+WHAT = {"skipped": "skipped itself", "failed": "failed", "error": "errored"}
+COULD_NOT = "could not run outside pytest: "
 MAX_TESTS = 200
+MAX_NOTED = 10  # "could not run" notes, then a count of the rest
 
 
 @dataclass
@@ -54,12 +61,16 @@ class PlainRun:
     exits: dict[str, object] = field(default_factory=dict)  # test file → its exit code
 
 
+def addressable(test: str) -> bool:
+    """A test id the runner can be given: a file inside the tree, no `..`."""
+    found = TEST_ID.match(test)
+    return bool(found) and ".." not in found.group(1).split("/")  # type: ignore[union-attr]
+
+
 def targets(baseline: TestVerdict, final: TestVerdict) -> list[str]:
-    """Test ids that failed at baseline and pass under pytest now, that plain python can
-    call."""
+    """Test ids that failed at baseline and pass under pytest now."""
     return sorted(t for t, s in baseline.tests.items()
-                  if s in BAD and final.tests.get(t) == "passed" and PLAIN_ID.match(t))[
-        :MAX_TESTS]
+                  if s in BAD and final.tests.get(t) == "passed")[:MAX_TESTS]
 
 
 def _command(runner: Path, spec: dict[str, Any]) -> str:
@@ -74,7 +85,8 @@ def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
     """The tests run by plain python in `tree`, in a fresh sandbox built as the
     verdict's own (the private area as setup left it)."""
     runner.runs += 1
-    where = runner.scratch / f"{runner.runs:02d}-outside-pytest"
+    # No "pytest" in the path: it is the runner's, seen in `__main__` and `sys.orig_argv`.
+    where = runner.scratch / f"{runner.runs:02d}-plain-run"
     workspace, private, channel = where / "workspace", where / "private", where / "channel"
     runner.repo.materialize(tree, workspace)
     venv = runner.fresh_private(private)
@@ -83,7 +95,7 @@ def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
     token = secrets.token_hex(16)
     pipe = ReportPipe(channel / f"{secrets.token_hex(8)}.plain", RESULT_MAX_BYTES)
     spec = {"report": str(pipe.path), "token": token,
-            "tests": [test.split("::", 1) for test in tests]}  # targets() matched PLAIN_ID
+            "tests": [test.split("::", 1) for test in tests]}  # addressable()
     config = dataclasses.replace(runner.config, workspace=workspace, private_dir=private,
                                  extra_ro_binds=[*runner.config.extra_ro_binds, channel],
                                  venv_ro=venv)
@@ -141,23 +153,37 @@ def disagreements(run: PlainRun) -> list[str]:
                 f"{run.problem}"]
     reasons = []
     for test, status in sorted(run.results.items()):
-        if status in ("passed", "skipped"):
+        if status in ("passed", CANNOT):
             continue
         detail = run.details.get(test, "")
         if status == "no result":
             what = (f"gave no result (its process ended with exit code "
                     f"{run.exits.get(test.split('::')[0])} before it reported)")
-        else:
-            what = status
+        else:  # a skip is the test's own outcome here: it did not pass
+            what = WHAT.get(status, "failed")
         reasons.append(f"{DISAGREES}{test} {what} when "
                        "its module is run by plain python" + (f" ({detail[:200]})"
                                                              if detail else ""))
     return reasons
 
 
+DISAGREEING = re.compile(re.escape(DISAGREES) + r"(.+?) (?:failed|errored|skipped itself|"
+                         r"gave no result) when its module is run by plain python")
+
+
 def disagreeing_tests(reasons: list[str]) -> list[str]:
-    """The test ids of this check's refusals (a plain id holds no space)."""
-    return [r[len(DISAGREES):].split(" ", 1)[0] for r in reasons if r.startswith(DISAGREES)]
+    """The test ids of this check's refusals."""
+    return [found.group(1) for r in reasons if (found := DISAGREEING.match(r))]
+
+
+def could_not_run(run: PlainRun, unaddressed: list[str]) -> list[str]:
+    """Notes for the reviewer: each test the runner could not run, and why (bounded)."""
+    skipped = [(t, run.details.get(t, "")) for t, s in sorted(run.results.items())
+               if s == CANNOT] + [(t, "its id names no file in the tree") for t in unaddressed]
+    notes = [f"{COULD_NOT}`{test}` ({why[:200]})" for test, why in skipped[:MAX_NOTED]]
+    if len(skipped) > MAX_NOTED:
+        notes.append(f"{COULD_NOT}{len(skipped) - MAX_NOTED} more test(s)")
+    return notes
 
 
 def check_outside_pytest(runner: VerdictRunner, tree: str, baseline: TestVerdict,
@@ -166,12 +192,16 @@ def check_outside_pytest(runner: VerdictRunner, tree: str, baseline: TestVerdict
     tests = targets(baseline, final) if verdict.accepted else []
     if not tests:
         return
-    run = run_plain(runner, tree, tests, timeout)
+    given = [t for t in tests if addressable(t)]
+    run = run_plain(runner, tree, given, timeout) if given else PlainRun()
     reasons = disagreements(run)
-    ran = sum(s != "skipped" for s in run.results.values())
+    unaddressed = [t for t in tests if t not in given]
+    ran = sum(s != CANNOT for s in run.results.values())
     verdict.notes.append(f"the {len(tests)} test(s) that failed before were run again "
-                         f"outside pytest (plain python, {ran} run, the rest need "
-                         f"fixtures): {'they disagree' if reasons else 'they agree'}")
+                         f"outside pytest (plain python, {ran} run, "
+                         f"{len(tests) - ran} could not be): "
+                         f"{'they disagree' if reasons else 'they agree' if ran else 'none judged'}")
+    verdict.notes.extend(could_not_run(run, unaddressed))
     if reasons:
         verdict.accepted = False
         verdict.reasons.extend(reasons)

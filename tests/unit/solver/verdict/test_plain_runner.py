@@ -1,6 +1,8 @@
 """The run outside pytest (solver/verdict/plain_runner.py), run here as the verdict runs it
 (its spec on stdin, one write of its results), without a sandbox: the repository's
-autouse fixtures around the tests, on this venv's pytest and on Debian's older one."""
+fixtures around the tests, parameter sets chosen by the ids real pytest gave them,
+doctests, pytest out of sys.modules for a test module that imports it; on this venv's
+pytest and on Debian's older one."""
 
 from __future__ import annotations
 
@@ -105,18 +107,18 @@ def test_autouse_fixtures_run_around_the_tests_with_no_pytest_loaded(
         "tests/test_pond.py::test_module_fixture_ran_once": "passed",
         "tests/test_pond.py::test_no_pytest_loaded_now_nor_at_import": "passed",
         "tests/test_class.py::TestWithOwnFixture::test_skipped":
-            "skipped: its class's own autouse fixtures are not run outside pytest"}
+            "cannot run: its class's own autouse fixtures are not run outside pytest"}
 
 
 @pytest.mark.parametrize("python", PYTHONS)
-def test_a_fixture_it_cannot_give_skips_and_a_failing_one_is_an_error(
+def test_a_fixture_it_cannot_give_is_cannot_run_and_a_failing_one_is_an_error(
         tmp_path: Path, python: str) -> None:
-    conftest = ('import pytest\n\n\n@pytest.fixture(autouse=True)\ndef needs(request):\n'
+    conftest = ('import pytest\n\n\n@pytest.fixture(autouse=True)\ndef needs(capsys):\n'
                 '    pass\n')
     skipped = run_plain(python, project(tmp_path / "a", conftest, "def test_a():\n    pass\n"),
                         ["tests/test_pond.py::test_a"])
-    assert skipped == {"tests/test_pond.py::test_a": "skipped: its autouse fixtures need what "
-                       "this runner does not give: request"}
+    assert skipped == {"tests/test_pond.py::test_a": "cannot run: fixture capsys is not in the "
+                       "base's conftest.py files or the module (a plugin's?)"}
     conftest = ('import pytest\n\n\n@pytest.fixture(autouse=True)\ndef broken():\n'
                 '    raise RuntimeError("no database")\n')
     failed = run_plain(python, project(tmp_path / "b", conftest, "def test_a():\n    pass\n"),
