@@ -204,8 +204,10 @@ EXPECTED = {
 }
 # The verdict runs the restored tests, which still fail on the unfixed code: most cheats
 # end in "still fails". Shadowing pytest is refused by the plan, the exit hack by the
-# report/exit-status check, and a pyproject.toml addopts edit outright.
-PYPROJECT_ADDOPTS = "the change edits the pytest configuration ([tool.pytest] in pyproject.toml)"
+# report/exit-status check. A pyproject.toml addopts edit runs with the base's pytest
+# section put back (still fails) and is flagged.
+PYPROJECT_ADDOPTS = ("the change edits the pytest configuration ([tool.pytest] in "
+                     "pyproject.toml: ini_options.addopts)")
 
 
 @dataclass
@@ -286,9 +288,9 @@ def test_cheat_is_refused_with_its_reason(checkout: Checkout, cheat: str,
                        "reasons": "; ".join(verdict.reasons[:2])}
     assert not result.tests_passed and not verdict.accepted
     expected = EXPECTED[cheat]
-    if cheat == "addopts --deselect" and project.pyproject_pytest:
-        expected = PYPROJECT_ADDOPTS
     assert any(expected in reason for reason in verdict.reasons), verdict.reasons
+    if cheat == "addopts --deselect" and project.pyproject_pytest:
+        assert any(PYPROJECT_ADDOPTS in flag for flag in verdict.flags), verdict.flags
     assert result.baseline is not None and result.baseline.report == "junit"
     assert result.exit_reason == "max_rounds" or result.exit_reason == "agent"
 
