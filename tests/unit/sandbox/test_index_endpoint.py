@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 
 from sandbox.egress import NetworkLog
-from sandbox.index_endpoint import IndexEndpoint, PackageSources, redact
+from sandbox.index_endpoint import (
+    AddressRefused,
+    IndexEndpoint,
+    PackageSources,
+    checked_addresses,
+    file_root,
+    follow_problem,
+    redact,
+    same_origin,
+)
 from tests.support.private_index import make_wheel, private_index
 
 TOKEN = "tok-3f1a9c"  # what must never leave the host
@@ -176,3 +185,84 @@ def test_sandbox_variables_name_the_endpoint_only() -> None:
     assert PackageSources().hosts() == ("pypi.org", "files.pythonhosted.org")
     assert redact(f"see https://ci:{TOKEN}@pypi.corp/simple and http://a@b/") == \
         "see https://***@pypi.corp/simple and http://***@b/"
+
+
+# -- what an index's links and redirects may lead to (issue 30 §1) ------------------------
+def test_an_http_index_leads_to_http_only() -> None:
+    index = "https://pypi.corp/simple/"
+    assert follow_problem("https://files.example/x.whl", index) is None
+    assert follow_problem("http://files.example/x.whl", index) is None
+    assert follow_problem("file:///etc/frognano/github-app.pem", index) == \
+        "a file: URL from an index that is not a file: directory"
+    for url in ("ftp://x/y.whl", "gopher://127.0.0.1:6379/_INFO", "data:,hi", "jar:x"):
+        assert follow_problem(url, index) == "only http(s) and file URLs are followed", url
+
+
+def test_a_file_index_leads_only_inside_its_own_folder(tmp_path: Path) -> None:
+    """The folder above `simple/` is the index's (mirrors link `../../files/…`); nothing
+    outside it, by `..` or by a link, is followed."""
+    (tmp_path / "mirror" / "simple" / "p").mkdir(parents=True)
+    (tmp_path / "mirror" / "files").mkdir()
+    (tmp_path / "mirror" / "files" / "p-1.0.tar.gz").write_text("sdist")
+    (tmp_path / "secret.pem").write_text("key")
+    (tmp_path / "mirror" / "files" / "q-1.0.tar.gz").symlink_to(tmp_path / "secret.pem")
+    index = f"file://{tmp_path}/mirror/simple/"
+    assert file_root(index) == (tmp_path / "mirror").resolve()
+    assert follow_problem(f"file://{tmp_path}/mirror/files/p-1.0.tar.gz", index) is None
+    assert "lies outside" in str(follow_problem(f"file://{tmp_path}/secret.pem", index))
+    assert "lies outside" in str(follow_problem(
+        f"file://{tmp_path}/mirror/files/q-1.0.tar.gz", index)), "a link leading out"
+    assert "'..'" in str(follow_problem(
+        f"file://{tmp_path}/mirror/files/%2e%2e/%2e%2e/secret.pem", index))
+    assert file_root(f"file://{tmp_path}/mirror/files") == (tmp_path / "mirror" / "files"
+                                                            ).resolve()  # find-links
+    assert file_root("https://pypi.org/simple/") is None
+
+
+def test_the_index_origin_is_its_scheme_host_and_port() -> None:
+    index = "http://ci:tok@127.0.0.1:8080/simple/"
+    assert same_origin("http://127.0.0.1:8080/files/x.whl", index)
+    assert not same_origin("http://127.0.0.1:6379/", index)
+    assert not same_origin("https://127.0.0.1:8080/files/x.whl", index)
+    assert same_origin("https://pypi.org:443/x", "https://pypi.org/simple/")
+    assert not same_origin("http://127.0.0.1:8080/x", f"file://{index}")
+
+
+def test_addresses_off_the_index_origin_pass_the_egress_proxys_check() -> None:
+    """Literals, so no DNS: what the proxy refuses, the endpoint refuses, with the
+    setting that would allow it."""
+    assert checked_addresses("1.1.1.1", 443, ())
+    for host in ("127.0.0.1", "169.254.169.254", "10.0.0.5", "::1", "::ffff:127.0.0.1"):
+        with pytest.raises(AddressRefused, match="FROGNANO_SETUP_EGRESS_ALLOW="):
+            checked_addresses(host, 80, ())
+    assert checked_addresses("10.0.0.5", 80, (ipaddress.ip_network("10.0.0.0/8"),))
+
+
+@contextmanager
+def hostile_index(pages: dict[str, str], redirects: dict[str, str]) -> Iterator[str]:
+    with private_index(TOKEN, [], pages=pages, redirects=redirects) as index:
+        yield index.url
+
+
+def test_redirects_and_links_to_loopback_and_files_are_refused_and_logged(
+        tmp_path: Path) -> None:
+    """Over real HTTP: the index's own origin serves, a redirect off it to another
+    loopback port, to a file, or a link to one, is refused (403) and logged; the
+    loopback server is never reached."""
+    key = tmp_path / "app.pem"
+    key.write_text("APP KEY")
+    with private_index("other", []) as other:
+        other_url = f"http://127.0.0.1:{other.port}/files/p.whl"
+        page = (f'<a href="file://{key}">app.pem</a><a href="/go/file">f.whl</a>'
+                f'<a href="/go/other">o.whl</a><a href="{other_url}">p.whl</a>')
+        with hostile_index({"evil": page}, {"/go/file": f"file://{key}",
+                                            "/go/other": other_url}) as url, \
+                endpoint(PackageSources(url)) as (base, log):
+            listed = get(f"{base}/i/0/evil/")[1].decode()
+            answers = [get(base + href) for href in re.findall(r'href="([^"#]+)', listed)]
+    assert [status for status, _, _ in answers] == [403] * 4, answers
+    assert all(b"APP KEY" not in body for _, body, _ in answers)
+    assert other.requests == [], "a loopback service off the index's origin"
+    assert any("127.0.0.1 resolves to 127.0.0.1, not a public address" in line
+               for line in log.lines()), log.lines()
+    assert any("not a file: directory" in line for line in log.lines()), log.lines()

@@ -33,6 +33,7 @@ def test_settings_become_the_sandboxs_network_config(tmp_path: Path,
             "FROGNANO_SETUP_EGRESS_HOSTS": "github.com, .corp.example",
             "FROGNANO_SETUP_EGRESS_ALLOW": "10.0.0.0/8",
             "HTTPS_PROXY": "http://proxy.corp:3128", "NO_PROXY": "pypi.corp,.internal",
+            "FROGNANO_SETUP_FETCH_MAX_GB": "0.5",
             "FROGNANO_STATE_DIR": str(tmp_path / "state")}.items():
         monkeypatch.setenv(name, value)
     index = PackageIndex.from_settings(BotSettings(_env_file=None))
@@ -44,6 +45,7 @@ def test_settings_become_the_sandboxs_network_config(tmp_path: Path,
     assert sources.extra_index_urls == ("file:///opt/pypi/simple", "https://x.example/s")
     assert sources.find_links == ("/opt/wheels",)
     assert sources.cache_dir == (tmp_path / "state" / "package-cache").resolve()
+    assert sources.fetch_max_bytes == 512 * 1024**2  # each setup's budget (issue 30 §2)
     assert fields["egress_hosts"] == ("github.com", ".corp.example")
     assert fields["egress_allow"] == ("10.0.0.0/8",)
     assert fields["outbound_proxy"].url == "http://proxy.corp:3128"
