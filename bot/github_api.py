@@ -252,6 +252,10 @@ class GitHubApi(Protocol):
 
     def add_labels(self, repo: RepoRef, number: int, labels: list[str]) -> None: ...
 
+    def remove_label(self, repo: RepoRef, number: int, label: str) -> None:
+        """Take `label` off the issue or PR; one it does not carry is no error."""
+        ...
+
     def find_open_pull(self, repo: RepoRef, head_branch: str) -> PullInfo | None:
         """The open PR whose head is `OWNER:head_branch`, if any."""
         ...

@@ -367,6 +367,13 @@ class GitHubAppClient:
                    lambda gh: _rest(gh).issues.add_labels(repo.owner, repo.name, number,
                                                      data={"labels": labels}))
 
+    def remove_label(self, repo: RepoRef, number: int, label: str) -> None:
+        # GitHub answers 404 when the issue does not carry the label: nothing to do.
+        self._call(repo, f"DELETE label {label!r} on {repo.full_name}#{number}",
+                   lambda gh: _rest(gh).issues.remove_label(repo.owner, repo.name, number,
+                                                            label),
+                   ok_statuses=(404,))
+
     # -- pull requests --------------------------------------------------------------------
 
     def find_open_pull(self, repo: RepoRef, head_branch: str) -> PullInfo | None:

@@ -84,6 +84,8 @@ def push_and_open_pull(api: GitHubApi, cache: RepoCache, repo: RepoRef, host: Ho
         api.ensure_label(repo, UNVERIFIED_LABEL, "fbca04",
                          "No test fails without FrogNano's change: the fix is unverified")
         api.add_labels(repo, pull.number, [UNVERIFIED_LABEL])
+    elif existing is not None:  # a new run's change shows its evidence: the label goes
+        api.remove_label(repo, pull.number, UNVERIFIED_LABEL)
     api.request_review(repo, pull.number, [reviewer])
     return pull
 

@@ -69,6 +69,7 @@ _ROUTE_PERMISSIONS: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", r"/labels/[^/]+$", _ISSUES_READ),
     ("POST", r"/labels$", _ISSUES_WRITE),
     ("POST", r"/issues/\d+/labels$", _ISSUES_WRITE),
+    ("DELETE", r"/issues/\d+/labels/[^/]+$", _ISSUES_WRITE),
     ("GET", r"/pulls$", "pull_requests=read"),
     ("POST", r"/pulls$", "pull_requests=write"),
     ("GET", r"/pulls/\d+$", "pull_requests=read"),
@@ -687,6 +688,17 @@ def build_app(fake: FakeGitHub) -> FastAPI:
                 create_label_in(repo, label_name, "ededed", None)
             if label_name.lower() not in (n.lower() for n in issue.labels):
                 issue.labels.append(repo.labels[label_name.lower()].name)
+        return _json(200, [label_json(repo, repo.labels[n.lower()]) for n in issue.labels])
+
+    @app.delete("/repos/{owner}/{name}/issues/{number}/labels/{label_name}")
+    async def remove_label(owner: str, name: str, number: int, label_name: str,
+                           request: Request) -> JSONResponse:
+        repo = repo_of(owner, name, request)
+        issue = repo.issues.get(number)
+        carried = [n for n in issue.labels if n.lower() == label_name.lower()] if issue else []
+        if issue is None or not carried:  # GitHub: 404 "Label does not exist"
+            raise GitHubError(404, "Label does not exist")
+        issue.labels.remove(carried[0])
         return _json(200, [label_json(repo, repo.labels[n.lower()]) for n in issue.labels])
 
     # -- pull requests --------------------------------------------------------------------
