@@ -104,6 +104,16 @@ def _accepted(result: SolveResult, project: Project) -> None:
     assert all(result.final.tests[node] == "passed" for node in project.node_ids())
 
 
+def _reproduces(result: SolveResult, test: str) -> None:
+    """The model's new test ran against the base tree with the model's configuration
+    too (its conftest.py, its marker): it fails there at its assertion, not for want of
+    a fixture or a registered marker."""
+    assert result.verdict is not None
+    found = [e for e in result.verdict.evidence if e.test == test]
+    assert found and found[0].reproduces, result.verdict.evidence
+    assert found[0].on_base == "failed at an assertion", found[0]
+
+
 def _refused(result: SolveResult, expected: str) -> list[str]:
     verdict = result.verdict
     assert verdict is not None, result.error
@@ -135,6 +145,7 @@ def test_regression_test_with_its_fixture_in_a_new_conftest(scorecard: Recorder)
     assert result.verdict.new_tests == {
         "toolz/tests/test_frequencies_fixture.py::test_repeats": "passed"}
     assert "toolz/tests/conftest.py" in result.test_files_changed  # shown, never counted
+    _reproduces(result, "toolz/tests/test_frequencies_fixture.py::test_repeats")
     record.observed = {"verdict": "accepted", "new tests": result.verdict.new_tests_summary()}
 
 
@@ -158,6 +169,8 @@ def test_marker_registered_for_a_new_test(name: str, scorecard: Recorder) -> Non
     assert any(f"registers pytest markers in {config.path}" in n for n in verdict.notes)
     assert not [f for f in verdict.flags if "pytest configuration" in f], verdict.flags
     assert config.path in result.test_files_changed
+    for test in verdict.new_tests:
+        _reproduces(result, test)
     record.observed = {"verdict": "accepted", "new tests": verdict.new_tests_summary()}
 
 
