@@ -141,10 +141,11 @@ def test_an_unhashed_file_goes_through_the_spool_never_tmp(
             while list(service.disk.spool.iterdir()) and time.monotonic() < deadline:
                 time.sleep(0.05)
             spooled = list(service.disk.spool.iterdir())
+            in_tmp = list(host_tmp.iterdir())
         finally:
             service.close()
     assert body == wheel.read_bytes() and spooled == []
-    assert list(host_tmp.iterdir()) == []
+    assert in_tmp == [] and service.disk.spool.parent == tmp_path / "cache" / "spool"
     assert not (tmp_path / "cache" / "sha256").exists(), "nothing to check: nothing kept"
 
 

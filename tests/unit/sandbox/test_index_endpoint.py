@@ -247,21 +247,23 @@ def hostile_index(pages: dict[str, str], redirects: dict[str, str]) -> Iterator[
 def test_redirects_and_links_to_loopback_and_files_are_refused_and_logged(
         tmp_path: Path) -> None:
     """Over real HTTP: the index's own origin serves, a redirect off it to another
-    loopback port, to a file, or a link to one, is refused (403) and logged; the
-    loopback server is never reached."""
+    loopback port, to a file or to a scheme urllib would open (data:), or a link to one,
+    is refused (403) and logged; the loopback server is never reached."""
     key = tmp_path / "app.pem"
     key.write_text("APP KEY")
     with private_index("other", []) as other:
         other_url = f"http://127.0.0.1:{other.port}/files/p.whl"
         page = (f'<a href="file://{key}">app.pem</a><a href="/go/file">f.whl</a>'
-                f'<a href="/go/other">o.whl</a><a href="{other_url}">p.whl</a>')
+                f'<a href="/go/other">o.whl</a><a href="{other_url}">p.whl</a>'
+                '<a href="/go/data">d.whl</a>')
         with hostile_index({"evil": page}, {"/go/file": f"file://{key}",
-                                            "/go/other": other_url}) as url, \
+                                            "/go/other": other_url,
+                                            "/go/data": "data:;base64,TEVBS0VE"}) as url, \
                 endpoint(PackageSources(url)) as (base, log):
             listed = get(f"{base}/i/0/evil/")[1].decode()
             answers = [get(base + href) for href in re.findall(r'href="([^"#]+)', listed)]
-    assert [status for status, _, _ in answers] == [403] * 4, answers
-    assert all(b"APP KEY" not in body for _, body, _ in answers)
+    assert [status for status, _, _ in answers] == [403] * 5, answers
+    assert all(b"APP KEY" not in body and b"LEAKED" not in body for _, body, _ in answers)
     assert other.requests == [], "a loopback service off the index's origin"
     assert any("127.0.0.1 resolves to 127.0.0.1, not a public address" in line
                for line in log.lines()), log.lines()
