@@ -330,9 +330,12 @@ def test_attack_on_the_excuse_is_refused(attack: str, scorecard: Recorder) -> No
     # With the fix, the zone test is never blamed, whatever else is refused; without
     # evidence the excuse does not hold and every failing test is listed as ever.
     fixed = attack in ("a new test failing before and after", "break a passing test")
-    assert verdict.preexisting == ([TZDATA] if fixed else [BUG, TZDATA])
+    # Breaking the UTC test edits a line of offset_hours that the zone test runs on the
+    # base (traced): the change touches it, so it is never excused (issue 28 §1).
+    touched = attack == "break a passing test"
+    assert verdict.preexisting == ([] if touched else [TZDATA] if fixed else [BUG, TZDATA])
     assert any(reason.startswith(f"test still fails: {TZDATA}")
-               for reason in verdict.reasons) is not fixed
+               for reason in verdict.reasons) is (touched or not fixed)
     if attack == "edit the pre-existing test":
         assert "tests/test_zones.py" in result.test_files_changed
     record.observed = {"verdict": "refused", "reasons": "; ".join(verdict.reasons)[:160]}
