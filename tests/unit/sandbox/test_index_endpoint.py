@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.egress import NetworkLog
+from sandbox.egress import NetworkLog, OutboundProxy
 from sandbox.index_endpoint import (
     AddressRefused,
     IndexEndpoint,
@@ -268,3 +268,18 @@ def test_redirects_and_links_to_loopback_and_files_are_refused_and_logged(
     assert any("127.0.0.1 resolves to 127.0.0.1, not a public address" in line
                for line in log.lines()), log.lines()
     assert any("not a file: directory" in line for line in log.lines()), log.lines()
+
+
+def test_through_the_hosts_proxy_the_addresses_are_checked_first(tmp_path: Path) -> None:
+    """HTTPS_PROXY resolves names itself; what this host resolves is checked before the
+    proxy is asked (the proxy here answers nothing: asking it would be a 502)."""
+    page = tmp_path / "simple" / "evil"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(
+        '<a href="http://169.254.169.254/latest/meta-data/x.whl">x.whl</a>')
+    with endpoint(PackageSources(f"file://{tmp_path}/simple/"),
+                  proxy=OutboundProxy("http://127.0.0.1:9")) as (base, _):
+        listed = get(f"{base}/i/0/evil/")[1].decode()
+        href = re.findall(r'href="([^"#]+)', listed)[0]
+        status, _, reason = get(base + href)
+    assert status == 403 and "169.254.169.254 resolves to 169.254.169.254" in reason, reason
