@@ -148,6 +148,12 @@ CHANNELS: list[tuple[str, str, tuple[str, ...]]] = [
      "1,000,000 characters a string, 4,000,000 a record, 64,000,000 a transcript (then "
      "a record keeps kind, time and a note; the header and the result stay whole)",
      ("6ai-hostile-channel-transcript",)),
+    ("The package index endpoint's downloads onto the host's disk (sandbox/download_cache.py)",
+     "per setup, the sandbox's disk quota fetched (FROGNANO_SETUP_FETCH_MAX_GB; cache hits "
+     "count), then every file refused and named; the shared download cache kept under "
+     "FROGNANO_SETUP_CACHE_MAX_GB while storing; files not kept in a spool of the "
+     "endpoint's own, 8 at once, each removed once sent",
+     ("30-hostile-index-disk",)),
 ]
 
 
