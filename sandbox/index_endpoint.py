@@ -279,14 +279,14 @@ class _CheckedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
     def __init__(self, context: ssl.SSLContext, allow: tuple[Network, ...]) -> None:
         urllib.request.HTTPHandler.__init__(self)
         urllib.request.HTTPSHandler.__init__(self, context=context)
-        self.allow = allow
+        self.context, self.allow = context, allow
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(functools.partial(_CheckedHTTP, allow=self.allow), req)  # type: ignore[arg-type]
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(functools.partial(_CheckedHTTPS, allow=self.allow), req,  # type: ignore[arg-type]
-                            context=self._context)
+                            context=self.context)
 
 
 class Upstream:
