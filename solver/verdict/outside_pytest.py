@@ -197,10 +197,10 @@ def check_outside_pytest(runner: VerdictRunner, tree: str, baseline: TestVerdict
     reasons = disagreements(run)
     unaddressed = [t for t in tests if t not in given]
     ran = sum(s != CANNOT for s in run.results.values())
+    said = "they disagree" if reasons else "they agree" if ran else "none judged"
     verdict.notes.append(f"the {len(tests)} test(s) that failed before were run again "
                          f"outside pytest (plain python, {ran} run, "
-                         f"{len(tests) - ran} could not be): "
-                         f"{'they disagree' if reasons else 'they agree' if ran else 'none judged'}")
+                         f"{len(tests) - ran} could not be): {said}")
     verdict.notes.extend(could_not_run(run, unaddressed))
     if reasons:
         verdict.accepted = False

@@ -71,7 +71,7 @@ def _import_name(path: str) -> tuple[str, str]:
     """(folder for sys.path, module name), as pytest's default `prepend` import mode
     finds them: up through the folders that hold an `__init__.py`."""
     folder, name = os.path.split(os.path.abspath(path))
-    parts = [name[:-3]]
+    parts = [] if name == "__init__.py" else [name[:-3]]  # a package's own module: its name
     while os.path.isfile(os.path.join(folder, "__init__.py")):
         folder, package = os.path.split(folder)
         parts.insert(0, package)
