@@ -153,7 +153,8 @@ def test_past_the_bounds_counts_as_touched() -> None:
 
 
 def test_hunks_give_the_base_lines_a_change_edits() -> None:
-    assert hunk_lines(b"@@ -3,2 +3,3 @@\n-a\n-b\n+c\n+d\n+e\n") == {3, 4}
-    assert hunk_lines(b"@@ -7 +6,0 @@\n-gone\n") == {7}
-    assert hunk_lines(b"@@ -4,0 +5 @@\n+new\n") == {4, 5}  # an insertion: either side
+    assert hunk_lines(b"@@ -3,2 +3,3 @@\n-a\n-b\n+c\n+d\n+e\n") == frozenset({3, 4})
+    assert hunk_lines(b"@@ -7 +6,0 @@\n-gone\n") == frozenset({7})
+    # An insertion after line 4: the lines on either side.
+    assert hunk_lines(b"@@ -4,0 +5 @@\n+new\n") == frozenset({4, 5})
     assert hunk_lines(b"Binary files a and b differ\n") is None  # the whole file
