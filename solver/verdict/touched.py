@@ -14,8 +14,9 @@ the base tree, which the change cannot alter.
 Bounded: at most MAX_TRACED tests are traced (the guard bounds each test's lines and
 files too); a test past a bound counts as touched, and the verdict says so. A runner the
 guard does not load (unittest, make, tox without pytest) gives no trace: the old rule
-holds and the verdict flags it as not measured. What the trace does not see: lines run
-at import (a module constant, a default argument) run during collection, not during the
+holds and the verdict flags it as not measured, as it does for a test that started a
+process (the trace follows no subprocess). What the trace does not see: lines run at
+import (a module constant, a default argument) run during collection, not during the
 test, so a change to them alone does not make the test touched.
 """
 
@@ -54,6 +55,7 @@ class Trace:
     lines: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
     traced: frozenset[str] = frozenset()
     capped: frozenset[str] = frozenset()
+    blind: frozenset[str] = frozenset()  # started a process, whose lines are not traced
 
 
 def trace_request(baseline: TestVerdict) -> list[str]:
@@ -90,7 +92,8 @@ def read_trace(guard: dict[str, list[str]] | None) -> Trace | None:
         if len(parts) == 3:
             lines.setdefault(parts[0], {})[parts[1]] = _lines(parts[2])
     return Trace(lines, frozenset(guard["trace_tests"]),
-                 frozenset(guard.get("trace_capped", [])))
+                 frozenset(guard.get("trace_capped", [])),
+                 frozenset(guard.get("trace_blind", [])))
 
 
 def hunk_lines(patch: bytes) -> frozenset[int] | None:
@@ -147,8 +150,11 @@ def touched_tests(baseline: TestVerdict, second: TestVerdict, repo: HostRepo,
     paths = {p for test in measured for p in trace.lines.get(test, {})}
     edited = edited_lines(repo, old, new, paths) if paths else {}
     hit = {test for test in measured if _meets(trace.lines.get(test, {}), edited)}
+    # A test that started a process ran lines its trace never saw: unless what was
+    # traced is already touched, it is not measured.
+    blind = (measured & trace.blind) - hit
     return Touched(frozenset(hit | capped), frozenset(capped),
-                   frozenset(failing - measured - capped))
+                   frozenset(failing - measured - capped) | blind)
 
 
 def touched_notes(touched: Touched | None, same_failing: list[str]) -> list[str]:
@@ -179,9 +185,10 @@ def unmeasured_flags(touched: Touched | None, preexisting: list[str]) -> list[st
     blind = sorted(t for t in preexisting if t in touched.unmeasured)
     if not blind:
         return []
-    return ["excused as failing before and after without a measure: no trace of the code "
-            "they run could be made (the runner did not load the harness's pytest guard), "
-            "so whether the change edits that code is not known: " + _listed(blind)]
+    return ["excused as failing before and after without a measure: no whole trace of "
+            "the code they run could be made (the runner did not load the harness's pytest "
+            "guard, or the test started a process), so whether the change edits that code "
+            "is not known: " + _listed(blind)]
 
 
 def _listed(tests: list[str], limit: int = 10) -> str:

@@ -320,8 +320,15 @@ def _foreign_plugins(config: Any) -> list[str]:
     return sorted(set(found))
 
 
+_SPAWNS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+                     "os.spawn", "os.fork", "os.forkpty"})
+
+
 def _audit(event: str, args: tuple) -> None:
-    """Files under the tree the session opens for reading (imports included)."""
+    """Files under the tree the session opens for reading (imports included); a traced
+    test that starts a process, whose lines its trace cannot follow."""
+    if event in _SPAWNS and _tracing:
+        _trace_blind.add(_tracing[-1][0])
     if event != "open" or len(_opened) >= _MAX_LISTED:
         return
     try:
@@ -545,6 +552,7 @@ class _Tracer:
 _TRACE_WANTED = _trace_wanted()
 _traced: dict[str, dict[str, set[int]]] = {}
 _trace_capped: set[str] = set()
+_trace_blind: set[str] = set()  # traced tests that started a process: not all their lines
 _tracing: list[tuple[str, _Tracer, Any, Any]] = []  # (test, tracer, previous tracers)
 
 
@@ -593,6 +601,7 @@ def _trace_findings() -> dict[str, list[str]]:
     if not _TRACE_WANTED:
         return {}
     return {"trace_tests": sorted(_traced), "trace_capped": sorted(_trace_capped),
+            "trace_blind": sorted(_trace_blind),
             "traced": [f"{test}\x1f{path}\x1f{_ranges(lines)}"
                        for test, files in sorted(_traced.items())
                        for path, lines in sorted(files.items())]}

@@ -67,22 +67,23 @@ def _verdict(tests: dict[str, str], guard: dict[str, list[str]] | None = None
                        report_writes=1, guard=guard)
 
 
-def _traced_base(tmp_path: Path) -> tuple[HostRepo, TestVerdict]:
+def _traced_base(tmp_path: Path, tests: str = TESTS,
+                 failing: dict[str, str] = FAILING) -> tuple[HostRepo, TestVerdict]:
     """The base, and its run by real pytest with the guard asked to trace the failures."""
     source = make_repo(tmp_path / "src", {"pkg/__init__.py": "", "pkg/core.py": CORE,
-                                          "tests/test_core.py": TESTS})
+                                          "tests/test_core.py": tests})
     repo = HostRepo.create(source, None, tmp_path / "git", tmp_path / "work")
     base = tmp_path / "base"
     repo.materialize(repo.base, base)
     channel = tmp_path / "channel"
     channel.mkdir()
-    write_trace_request(channel, trace_request(_verdict(FAILING)))
+    write_trace_request(channel, trace_request(_verdict(failing)))
     env = {**os.environ, "PYTHONPATH": str(GUARD_DIR), "PYTHONDONTWRITEBYTECODE": "1",
            "FROGNANO_GUARD_REPORT": str(channel / "guard.json")}
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                    cwd=base, env=env, capture_output=True, timeout=120, check=False)
     guard = guard_findings([(channel / "guard.json").read_bytes()], False)
-    return repo, _verdict(FAILING, guard)
+    return repo, _verdict(failing, guard)
 
 
 def _change(repo: HostRepo, old: str, new: str) -> str:
@@ -140,6 +141,20 @@ def test_no_trace_keeps_the_old_rule_and_says_so() -> None:
     assert set(excused.preexisting) == set(FAILING)
     flags = unmeasured_flags(touched, sorted(excused.preexisting))
     assert len(flags) == 1 and "without a measure" in flags[0] and DROP in flags[0]
+
+
+def test_a_test_that_starts_a_process_is_not_measured(tmp_path: Path) -> None:
+    """The trace follows no subprocess: what the child ran is unknown."""
+    spawning = TESTS.replace('    assert drop(2, "abcd") == ["c", "d"]',
+                             '    import subprocess, sys\n'
+                             '    subprocess.run([sys.executable, "-c", "pass"], check=True)\n'
+                             '    assert drop(2, "abcd") == ["c", "d"]')
+    repo, second = _traced_base(tmp_path, spawning)
+    trace = read_trace(second.guard)
+    assert trace is not None and trace.blind == {DROP}
+    tree = _change(repo, "return {item: 1 for item in seq}", "return dict.fromkeys(seq, 1)")
+    touched = touched_tests(second, second, repo, repo.test_base, tree)
+    assert touched.tests == {FREQ} and touched.unmeasured == {DROP}
 
 
 def test_past_the_bounds_counts_as_touched() -> None:
