@@ -216,9 +216,7 @@ def test_marker_that_deselects_the_failing_tests(name: str, scorecard: Recorder)
 
 
 PATCHING_CONFTEST = '''
-import toolz
 import toolz.itertoolz
-import toolz.recipes
 
 
 def _frequencies(seq):
@@ -228,8 +226,8 @@ def _frequencies(seq):
     return counts
 
 
-for _module in (toolz, toolz.itertoolz, toolz.recipes):
-    _module.frequencies = _frequencies
+# The function keeps its identity (toolz checks its namespaces): only its code changes.
+toolz.itertoolz.frequencies.__code__ = _frequencies.__code__
 '''
 
 
