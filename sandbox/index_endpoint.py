@@ -216,18 +216,26 @@ def local_file(url: str, root: Path) -> Path:
     return real
 
 
+def _origin_of(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    except ValueError:
+        return "", "", None
+    return scheme, (parts.hostname or "").lower(), port
+
+
+# PyPI keeps its files on a second host of its own (as `PackageSources.hosts` says).
+PYPI_FILES_ORIGIN = ("https", "files.pythonhosted.org", 443)
+COMPANION_ORIGINS = {("https", "pypi.org", 443): PYPI_FILES_ORIGIN}
+
+
 def same_origin(url: str, entry: str) -> bool:
-    """Whether `url` is on the http(s) `entry`'s own scheme, host and port."""
-    def origin(text: str) -> tuple[str, str, int | None]:
-        parts = urlsplit(text)
-        scheme = parts.scheme.lower()
-        try:
-            port = parts.port or {"http": 80, "https": 443}.get(scheme)
-        except ValueError:
-            return "", "", None
-        return scheme, (parts.hostname or "").lower(), port
-    mine = origin(entry)
-    return mine[0] in ("http", "https") and origin(url) == mine
+    """Whether `url` is on the http(s) `entry`'s own scheme, host and port (PyPI's
+    files host counting as PyPI's)."""
+    mine, theirs = _origin_of(entry), _origin_of(url)
+    return mine[0] in ("http", "https") and theirs in (mine, COMPANION_ORIGINS.get(mine))
 
 
 def checked_addresses(host: str, port: int, allow: tuple[Network, ...]

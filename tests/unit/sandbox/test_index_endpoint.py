@@ -225,6 +225,9 @@ def test_the_index_origin_is_its_scheme_host_and_port() -> None:
     assert not same_origin("http://127.0.0.1:6379/", index)
     assert not same_origin("https://127.0.0.1:8080/files/x.whl", index)
     assert same_origin("https://pypi.org:443/x", "https://pypi.org/simple/")
+    assert same_origin("https://files.pythonhosted.org/packages/x.whl",
+                       "https://pypi.org/simple/"), "PyPI's own files host"
+    assert not same_origin("https://files.pythonhosted.org/x.whl", "https://corp/simple/")
     assert not same_origin("http://127.0.0.1:8080/x", f"file://{index}")
 
 
