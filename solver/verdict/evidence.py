@@ -86,6 +86,8 @@ _MISSING_NAME = {
     "AttributeError": re.compile(r"has no attribute '([^']+)'"),
     "NameError": re.compile(r"name '([^']+)' is not defined"),
 }
+_EXCEPTION_NAME = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Warning|Exit|Interrupt|"
+                             r"Iteration)")
 MAX_PARSED_FILES = 500  # the change's Python files read for the names they define
 MAX_PARSED_BYTES = 2 * 1024 * 1024  # a larger file is not parsed (its names not known)
 
@@ -165,7 +167,8 @@ def on_base_phrase(status: str | None, summary: str, new_names: frozenset[str]
     kind = summary.partition(":")[0].strip()
     if kind == "AssertionError":
         return False, "failed at an assertion"
-    return False, f"raised {kind[:80]}" if kind else "failed"
+    # A report that names no exception (the unittest runner's) says only that it failed.
+    return False, f"raised {kind[:80]}" if _EXCEPTION_NAME.fullmatch(kind) else "failed"
 
 
 def classify(test: str, with_change: str, on_base: TestVerdict, source: str,

@@ -112,6 +112,8 @@ FEATURE = frozenset({"tail"})
      NEW_FEATURE, "ImportError on a name the change adds (tail)"),
     (_run({"t.py": "error"}, {"t.py": "SyntaxError: invalid syntax"}), REPRODUCES,
      "raised SyntaxError"),
+    (_run({"t.py::test_n": "failed"}, {"t.py::test_n": "failure: failed"}), REPRODUCES,
+     "failed"),  # a report naming no exception (the unittest runner's)
     (_run({"t.py::test_n": "passed"}), PASSES_ON_BASE, "passed"),
     (_run({"t.py::test_n": "skipped"}), PASSES_ON_BASE, "did not run (skipped)"),
 ])
