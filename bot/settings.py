@@ -298,14 +298,19 @@ class SetupSettings(BaseSettings):
     setup_egress_hosts: str | None = Field(
         default=None, alias="FROGNANO_SETUP_EGRESS_HOSTS",
         description="More hosts the setup phase's HTTPS proxy may reach, comma- or "
-                    "space-separated: `host` (port 443) or `host:port` (`.example.com` "
-                    "also allows its subdomains); besides them only each index URL's host "
-                    "on its port (PyPI's two on 443 by default).")
+                    "space-separated: `host` (port 443 only) or `host:port` "
+                    "(`[2001:db8::1]:8443` for an IPv6 address; `.example.com` also allows "
+                    "its subdomains). Besides them only each index URL's host on the port "
+                    "it names (the scheme's, 443 or 80, when it names none; PyPI's two "
+                    "hosts on 443 by default): another port of an allowed host, another "
+                    "service of that box, is refused.")
     setup_egress_allow: str | None = Field(
         default=None, alias="FROGNANO_SETUP_EGRESS_ALLOW",
         description="Networks (CIDRs, comma-separated) those hosts may resolve to besides "
                     "public addresses; the host's own and NAT64/6to4 forms are refused "
-                    "otherwise.")
+                    "otherwise. It widens addresses, never ports: an index at "
+                    "`http://10.77.0.1:3141` with `10.77.0.1/32` allowed is reached on "
+                    "3141 only.")
     https_proxy: str | None = Field(
         default=None, alias="HTTPS_PROXY",
         description="The host's outbound proxy: the index fetches go through it, and the "
