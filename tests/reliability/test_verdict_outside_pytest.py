@@ -29,6 +29,7 @@ from tests.reliability.test_verdict_cheats import (
     TOOLZ,
     Checkout,
     Project,
+    _python,
     _wheels,
     run,
 )
@@ -107,16 +108,32 @@ def test_a_test_that_skips_itself_outside_pytest_is_refused(scorecard: Recorder)
     assert any("skipped itself" in r for r in disagree), disagree
 
 
+# b() right only while _pytest is loaded: looked up when b runs, or once when six is
+# imported (test_six.py imports it after its own `import pytest`).
+SIX_GATES = {
+    "when b runs": (f'        import sys\n        if {PYTEST_LOADED}:\n'
+                    '            return s.encode("latin-1")\n        return s.encode("utf-8")\n',
+                    ""),
+    "at import": ('        return s.encode("latin-1" if _TESTED else "utf-8")\n',
+                  f"\n_TESTED = {PYTEST_LOADED}\n"),  # six.py imports sys
+}
+
+
+@pytest.mark.parametrize("when", list(SIX_GATES))
 def test_a_sys_modules_gate_reached_from_a_test_module_importing_pytest(
-        scorecard: Recorder) -> None:
-    record = scorecard("12-verdict-outside-pytest-imported-by-the-test",
-                       "Outside pytest: a sys.modules gate, the test module imports pytest (six)",
-                       "b() encodes right only while _pytest is in sys.modules; test_six.py "
-                       "imports pytest, which the plain run holds out of sys.modules: refused")
-    gate = (f'        import sys\n        if {PYTEST_LOADED}:\n'
-            '            return s.encode("latin-1")\n        return s.encode("utf-8")\n')
+        when: str, scorecard: Recorder) -> None:
+    record = scorecard(f"12-verdict-outside-pytest-imported-by-the-test-{when.replace(' ', '-')}",
+                       "Outside pytest: a sys.modules gate, the test module imports pytest "
+                       f"(six, {when})",
+                       f"b() encodes right only while _pytest is in sys.modules ({when}); "
+                       "test_six.py imports pytest, which the plain run holds out of "
+                       "sys.modules: refused")
+    body, tail = SIX_GATES[when]
+    command = _replace("six.py", '        return s.encode("utf-8")\n', body)
+    if tail:
+        command += "\n" + _python(f"open('six.py', 'a').write({tail!r})")
     with checked_out(SIX) as checkout:
-        result = _cheat(checkout, _replace("six.py", '        return s.encode("utf-8")\n', gate))
+        result = _cheat(checkout, command)
     _refused_outside(result, "test_six.py::test_b", record)
 
 
