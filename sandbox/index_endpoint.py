@@ -216,7 +216,7 @@ def local_file(url: str, root: Path) -> Path:
     return real
 
 
-def _origin_of(url: str) -> tuple[str, str, int | None]:
+def _origin_of(url: str) -> tuple[str, str, int | None]:  # scheme, host, port
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     try:
@@ -227,8 +227,9 @@ def _origin_of(url: str) -> tuple[str, str, int | None]:
 
 
 # PyPI keeps its files on a second host of its own (as `PackageSources.hosts` says).
-PYPI_FILES_ORIGIN = ("https", "files.pythonhosted.org", 443)
-COMPANION_ORIGINS = {("https", "pypi.org", 443): PYPI_FILES_ORIGIN}
+Origin = tuple[str, str, int | None]
+PYPI_FILES_ORIGIN: Origin = ("https", "files.pythonhosted.org", 443)
+COMPANION_ORIGINS: dict[Origin, Origin] = {("https", "pypi.org", 443): PYPI_FILES_ORIGIN}
 
 
 def same_origin(url: str, entry: str) -> bool:
