@@ -212,7 +212,7 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     return publish_pull(ctx, host, result.snapshot, DraftPull(
         title=pull_title(issue.title), body=pr_body(report), base=default_branch,
         message=message, careful=bool(report.read_first),
-        unverified=not any(e.reproduces for e in report.evidence)))
+        unverified=not decision.verified))
 
 
 def _not_published(ctx: RunContext, result: SolveResult, report: RunReport,
