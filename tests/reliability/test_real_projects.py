@@ -316,7 +316,15 @@ def _observed(project: Project, solved: Solved, records: list[dict]) -> dict[str
         "verdict": result.get("exit_reason"), "accepted": verdict.get("accepted"),
         "branch": solved.branches[0] if solved.branches else "none",
         "solve seconds": round(solved.seconds, 1),
+        "reproducing": reproducing(verdict),
         **({"known gap": project.known_gap} if project.known_gap else {})}
+
+
+def reproducing(verdict: dict) -> list[str]:
+    """The verdict's tests that fail on the base and pass with the change
+    (solver/verdict/evidence.py's records, as the transcript holds them)."""
+    return sorted(str(e["test"]) for e in verdict.get("evidence") or []
+                  if isinstance(e, dict) and e.get("kind") == "reproduces")
 
 
 @pytest.mark.parametrize("name", [
@@ -355,4 +363,6 @@ def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Pa
         assert baseline["guard"] is not None, baseline
     assert result["exit_reason"] == "tests_passed" and result["verdict"]["accepted"] is True
     assert result["verdict"]["read_first"] == [], "an honest fix is not flagged"
+    # The planted bug's failing tests are the evidence: they fail on the base, pass here.
+    assert set(project.failing) <= set(reproducing(result["verdict"])), result["verdict"]
     assert len(solved.branches) == 1 and project.fix[2] in solved.fixed
