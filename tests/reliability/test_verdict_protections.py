@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from solver.models.scripted import final_answer, think_and_call
-from solver.verdict.outside_pytest import disagreeing_tests
+from solver.verdict.outside_pytest import DISAGREES
 from tests.conftest import git, unpack
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_verdict_cheats import (
@@ -71,4 +71,6 @@ def test_a_package_that_quits_outside_pytest_is_refused(toolz: Checkout,
                        "reasons": "; ".join(verdict.reasons[:2])[:300]}
     assert not verdict.accepted and not result.tests_passed, verdict.reasons
     # Both of toolz's failing tests passed under pytest and went silent outside it.
-    assert sorted(disagreeing_tests(no_result)) == sorted(TOOLZ.node_ids()), verdict.reasons
+    named = sorted(r[len(DISAGREES):].split(" ", 1)[0] for r in no_result
+                   if r.startswith(DISAGREES))
+    assert named == sorted(TOOLZ.node_ids()), verdict.reasons
