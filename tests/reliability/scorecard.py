@@ -115,7 +115,7 @@ CHANNELS: list[tuple[str, str, tuple[str, ...]]] = [
      "past it the verdict refuses, naming the bound", ("6ab-hostile-channel-report-loop",)),
     ("The pytest guard's FIFO (solver/verdict/verdict_run.py)",
      "4 MiB a write, 8 MiB per test run; past it the verdict refuses",
-     ("6ac-hostile-channel-guard-flood",)),
+     ("6ac-hostile-channel-guard-flood", "19-hostile-protection-guard-total")),
     ("The junit XML parse (`parse_junit`)",
      "streamed through expat, nothing but results kept; any DOCTYPE refused (no entity "
      "can be declared); 4,000,000 elements, 64 levels, 500,000 tests, ids cut at 2,000 "
@@ -143,7 +143,9 @@ CHANNELS: list[tuple[str, str, tuple[str, ...]]] = [
      ("6aj-hostile-channel-venv-walk", "6v-hostile-private-venv-link")),
     ("Removing a run's trees (`remove_tree`)",
      "one open directory a level, subdirectories 4,096 names at a time, never a listing "
-     "of a whole directory", ("6n-sandbox-deep-tree", "6ae-hostile-channel-tree-walk")),
+     "of a whole directory", ("6n-sandbox-deep-tree", "6ae-hostile-channel-tree-walk",
+                              "19-hostile-protection-cleanup-links",
+                              "19-hostile-protection-setup-dotgit-link")),
     ("The transcript (solver/agent/transcript.py)",
      "1,000,000 characters a string, 4,000,000 a record, 64,000,000 a transcript (then "
      "a record keeps kind, time and a note; the header and the result stay whole)",
