@@ -450,6 +450,7 @@ class Target:
     marks: list[Any] = field(default_factory=list)
     doctest: doctest.DocTest | None = None
     instance: Any = None
+    attribute: str = ""  # a method's name in its class (a generated one's __name__ differs)
 
     def arguments(self) -> list[str]:
         if self.func is None:
@@ -499,8 +500,11 @@ def resolve(module: Any, name: str, rules: Callable[[], IdRules]) -> Target:
     if any(m.name == "django_db" for m in marks):
         raise CannotRun("it needs the test database pytest-django makes")
     if cls is not None and _unittest_case(cls):
-        return Target(module, name, None if bracket else func, cls, marks=marks)
-    return Target(module, name, func, cls, chosen_parameters(marks, param_id, rules), marks)
+        if bracket:
+            raise CannotRun("a unittest method's id with parameters (a plugin's)")
+        return Target(module, name, func, cls, marks=marks, attribute=parts[1])
+    return Target(module, name, func, cls, chosen_parameters(marks, param_id, rules), marks,
+                  attribute=parts[-1])
 
 
 def find_doctest(module: Any, name: str) -> doctest.DocTest:
@@ -800,9 +804,9 @@ def load_fixtures(test_file: str, hidden: HiddenPytest) -> Fixtures:
 # --- calling a test ---------------------------------------------------------------------
 
 def _unittest_run(target: Target) -> None:
-    assert target.cls is not None and target.func is not None
+    assert target.cls is not None
     result = unittest.TestResult()
-    target.cls(target.func.__name__).run(result)
+    target.cls(target.attribute).run(result)
     for kind, found in (("error", result.errors), ("failed", result.failures)):
         if found:
             raise AssertionError(f"{kind}: {found[0][1][-480:]}")
@@ -844,7 +848,7 @@ class Module:
                                                          target.arguments()}))
         self._set_up_class(target.cls)
         target.instance = target.cls()
-        bound = getattr(target.instance, func.__name__)
+        bound = getattr(target.instance, target.attribute)
         return lambda values: _xunit(target.instance, "method", bound,
                                      lambda: bound(**{a: values[a] for a in
                                                       target.arguments()}))

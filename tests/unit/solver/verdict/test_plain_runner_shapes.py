@@ -260,6 +260,38 @@ def test_usefixtures_arguments_pytest_hidden_and_skips(tmp_path: Path, python: s
         "request.node, which this runner does not give"}
 
 
+GENERATED = '''import unittest
+
+
+def made(expected):
+    def test(self):
+        assert expected == 2
+    return test
+
+
+class TestMade(unittest.TestCase):
+    test_two = made(2)
+    test_three = made(3)
+
+
+class TestPlain:
+    test_two = made(2)
+'''
+
+
+def test_a_method_is_called_by_its_name_in_the_class(tmp_path: Path) -> None:
+    """A generated method's __name__ is its factory's (markdown's legacy tests): the id's
+    name is the one called."""
+    tree = _tree(tmp_path / "tree", {"tests/test_made.py": GENERATED})
+    results = run_plain(sys.executable, tree, [
+        "tests/test_made.py::TestMade::test_two", "tests/test_made.py::TestMade::test_three",
+        "tests/test_made.py::TestPlain::test_two"])
+    assert results.pop("tests/test_made.py::TestMade::test_three").startswith(
+        "failed: AssertionError: failed: ")
+    assert results == {"tests/test_made.py::TestMade::test_two": "passed",
+                       "tests/test_made.py::TestPlain::test_two": "passed"}
+
+
 @pytest.mark.parametrize("python", PYTHONS)
 def test_doctests_in_modules_and_text_files(tmp_path: Path, python: str) -> None:
     """Run by the standard library's doctest under pytest's default flags (ELLIPSIS), with
