@@ -168,7 +168,8 @@ def disagreements(run: PlainRun) -> list[str]:
 
 
 DISAGREEING = re.compile(re.escape(DISAGREES) + r"(.+?) (?:failed|errored|skipped itself|"
-                         r"gave no result) when its module is run by plain python")
+                         r"gave no result(?: \([^)]*\))?) when its module is run by plain "
+                         r"python")
 
 
 def disagreeing_tests(reasons: list[str]) -> list[str]:

@@ -27,6 +27,8 @@ def _run() -> PlainRun:
                                  ("t.py::test_ok", "passed", ""),
                                  ("t.py::test_mocker", CANNOT, "fixture mocker is a plugin's")):
         run.results[test], run.details[test] = status, detail
+    run.results["t.py::test_quiet"] = "no result"
+    run.exits["t.py"] = 0
     return run
 
 
@@ -35,9 +37,12 @@ def test_a_skip_is_a_disagreement_and_cannot_run_is_not() -> None:
     assert reasons == [
         "test passes under pytest but not outside it: t.py::test_p[a b-1] failed when its "
         "module is run by plain python (AssertionError: )",
+        "test passes under pytest but not outside it: t.py::test_quiet gave no result (its "
+        "process ended with exit code 0 before it reported) when its module is run by plain "
+        "python",
         "test passes under pytest but not outside it: t.py::test_skip skipped itself when "
         "its module is run by plain python (needs a terminal)"]
-    assert disagreeing_tests(reasons) == [PARAMS, SKIPPED]
+    assert disagreeing_tests(reasons) == [PARAMS, "t.py::test_quiet", SKIPPED]
 
 
 def test_what_could_not_run_is_noted_with_its_reason_and_bounded() -> None:
