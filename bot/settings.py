@@ -192,9 +192,10 @@ class ModelSettings(LlamaEnvSettings):
     model_slots: int = Field(
         default=1, ge=1, le=64, alias="FROGNANO_MODEL_SLOTS",
         description="Candidates of one run (`candidates`) that run at once: 1 for "
-                    "a GGUF in process (they run in turn, until one passes); up to N for a "
-                    "server started with N parallel slots (`llama-server --parallel N`), "
-                    "which every run worker using it shares.")
+                    "a GGUF in process (they run in turn, until one passes with a test "
+                    "that reproduces the issue); up to N for a server started with N "
+                    "parallel slots (`llama-server --parallel N`), which every run worker "
+                    "using it shares.")
     seed: int | None = Field(
         default=None, ge=0, lt=2**31, alias="FROGNANO_SEED",
         description="Sampling seed of a bot run's first candidate (candidate k: seed + k), "
