@@ -216,7 +216,8 @@ def test_setup_phase_reaches_only_the_indexs_port_of_its_host(scorecard: Recorde
 
     assert Path("/usr/bin/curl").exists(), "no /usr/bin/curl: scripts/install.sh --dev " \
         "installs it (apt-get install curl)"
-    index = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    index = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                            http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=index.serve_forever, daemon=True).start()
     index_port = index.server_address[1]
     redis_server = start_redis()
@@ -225,7 +226,7 @@ def test_setup_phase_reaches_only_the_indexs_port_of_its_host(scorecard: Recorde
             outcome = run_steps("root", root, uid, [
                 ("setup", REDIS_VIA_PROXY.format(target=f"127.0.0.1:{redis_server.port}")),
                 # The setup's NO_PROXY names 127.0.0.1 (the index endpoint): not here.
-                ("setup", f"curl -sS -m 10 -p --noproxy '' -o /dev/null -w '%{{http_code}}' "
+                ("setup", f"curl -sS -m 30 -p --noproxy '' -o /dev/null -w '%{{http_code}}' "
                           f"http://127.0.0.1:{index_port}/"),
             ], egress_allow=("127.0.0.1/32",),
                 index_url=f"http://127.0.0.1:{index_port}/simple/")
