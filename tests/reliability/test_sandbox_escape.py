@@ -216,8 +216,18 @@ def test_setup_phase_reaches_only_the_indexs_port_of_its_host(scorecard: Recorde
 
     assert Path("/usr/bin/curl").exists(), "no /usr/bin/curl: scripts/install.sh --dev " \
         "installs it (apt-get install curl)"
-    index = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                            http.server.SimpleHTTPRequestHandler)
+    class Index(http.server.BaseHTTPRequestHandler):
+        """An index page whatever the path (a file server would list the test's cwd,
+        which an earlier scenario may have removed)."""
+
+        def do_GET(self) -> None:
+            body = b"<html><body>the index</body></html>\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
     threading.Thread(target=index.serve_forever, daemon=True).start()
     index_port = index.server_address[1]
     redis_server = start_redis()
