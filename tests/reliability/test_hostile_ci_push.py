@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from solver.models.scripted import think_and_call
+from tests.conftest import git
 from tests.e2e.test_ci_repair import (
     SCRIPT,
     TESTS,
@@ -34,6 +35,7 @@ from tests.reliability.stack import OWNER, Stack, StackOptions, running_stack, w
 from tests.reliability.test_hostile_ci import hostile_live
 from tests.support.fake_github.checks import check_run_payload, check_suite_payload
 from tests.support.sandbox_support import HAVE_BWRAP
+from workers.coordination import IssueCoordinator
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -55,6 +57,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                                        "extra.py": extra_py(("mul",)),
                                        "tests/test_extra.py": TESTS})
         yield stack
+
+
+def push_as_the_bot(stack: Stack, repo: str, work: Path) -> str:
+    """A person's commit on the bot's branch, authored and committed as the bot's email
+    (nothing stops a person setting any address): its sha."""
+    email = f"{stack.fake.bot_login}@users.noreply.github.com"
+    git(work.parent, "clone", "-q", "--branch", BRANCH,
+        str(stack.fake.repo(OWNER, repo).bare_path), str(work))
+    (work / "NOTES.md").write_text("a note pushed as the bot, before the round\n")
+    git(work, "add", "NOTES.md")
+    git(work, "-c", f"user.name={stack.fake.bot_login}", "-c", f"user.email={email}",
+        "commit", "-qm", "looks like the bot's")
+    git(work, "push", "-q", "origin", f"HEAD:{BRANCH}")
+    return git(work, "rev-parse", "HEAD").strip()
 
 
 def waiting(stack: Stack, repo: str) -> list[Path]:
@@ -82,7 +98,9 @@ def stopped_round(stack: Stack, repo: str, number: int, person: str) -> dict[str
         stack.deliver("check_run", check_run_payload(
             stack.fake, OWNER, repo, BRANCH, run)).status_code]
     time.sleep(3.0)
-    settled(stack, repo)
+    # A round on that head would wait in the script for a GO that never comes (120 s).
+    issue = IssueCoordinator(stack.redis.client(), f"{OWNER}/{repo}#1")
+    wait_for(lambda: not issue.is_active(), timeout=300, message="the issue's runs to end")
     return {"outcome": outcome, "notes": notes, "deliveries on the person's head": codes,
             "branch": branch,
             "runs": len(stack.transcripts(repo)),
@@ -132,10 +150,12 @@ def test_a_persons_push_during_a_ci_round_stops_it(
 def test_a_persons_push_before_a_ci_round_starts_stops_it(
         stack: Stack, tmp_path: Path, scorecard: Recorder) -> None:
     record = scorecard("6zj-hostile-ci-person-push-before",
-                       "Hostile CI: a maintainer pushes to the bot's branch after the red "
-                       "check was accepted, before its CI repair round starts",
+                       "Hostile CI: a person pushes to the bot's branch after the red check "
+                       "was accepted, before its CI repair round starts, a commit authored "
+                       "and committed as the bot's email; then its checks fail",
                        "the round stops before its model runs and pushes nothing; said on "
-                       "the PR; no round on the person's head")
+                       "the PR; no round on the person's head, though it passes for the "
+                       "bot's (its claim was taken)")
     repo = "ci-push-before"
     pull = opened_pull(stack, repo)
     head = red_ci(stack, repo)
@@ -143,9 +163,8 @@ def test_a_persons_push_before_a_ci_round_starts_stops_it(
     # The accept task reads the PR's reviews last: the person pushes at that moment, after
     # it saw the bot's head.
     stack.fake.on_next("GET", rf"^/repos/{OWNER}/{repo}/pulls/{pull.number}/reviews",
-                       lambda: person.append(human_push(
-                           stack.fake.repo(OWNER, repo).bare_path, tmp_path / "person",
-                           "NOTES.md", "a maintainer's note, pushed before the round\n")))
+                       lambda: person.append(push_as_the_bot(stack, repo,
+                                                             tmp_path / "person")))
     assert stack.deliver("check_suite", check_suite_payload(
         stack.fake, OWNER, repo, BRANCH, head)).status_code == 202
     seen = stopped_round(stack, repo, pull.number, wait_for(lambda: person)[0])
