@@ -75,7 +75,10 @@ def test_storing_makes_room_from_old_entries_and_keeps_the_cap(tmp_path: Path) -
 
 
 def test_a_file_over_the_cap_is_never_stored(tmp_path: Path) -> None:
+    """Nor does it evict anything first: no eviction could make room for it, so the idle
+    entries already kept stay (else each oversize offer empties the cache)."""
     sources = _sources(tmp_path, 16 * KiB)
+    idle = [_stored(sources, 4 * KiB, age=86_400) for _ in range(2)]
     cache = DownloadCache(sources)
     try:
         part, digest = _part(cache, 64 * KiB)
@@ -83,6 +86,7 @@ def test_a_file_over_the_cap_is_never_stored(tmp_path: Path) -> None:
         cache.release(part)
     finally:
         cache.close()
+    assert [path.exists() for path in idle] == [True, True], "evicted for nothing"
     unbounded = _sources(tmp_path, 0)
     cache = DownloadCache(unbounded)
     try:
@@ -173,6 +177,47 @@ def test_the_endpoint_refuses_past_the_budget_naming_it(tmp_path: Path) -> None:
     assert answers == [200, 403, 403]
     assert "past this setup's budget of 0 MiB" in reason
     assert "FROGNANO_SETUP_FETCH_MAX_GB" in reason and len(lines) == 2
+
+
+def _fetch_file(base: str, project: str) -> tuple[int, str]:
+    """A project's one file through the endpoint: the status, and the reason if refused."""
+    listed = urllib.request.urlopen(f"{base}/i/0/{project}/").read().decode()
+    href = re.findall(r'href="([^"#]+)', listed)[0]
+    try:
+        return urllib.request.urlopen(base + href).status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, str(exc.reason)
+
+
+def test_cache_hits_are_charged_to_the_budget(tmp_path: Path) -> None:
+    """A setup whose files are all in the shared cache still has its budget: hits spend
+    it like downloads, and the file past it is refused, naming the budget."""
+    wheels = [make_wheel(tmp_path, f"w{k}", "1.0", f"X = {os.urandom(3000)!r}\n")
+              for k in range(3)]
+    sizes = [wheel.stat().st_size for wheel in wheels]
+    cache_dir = tmp_path / "cache"
+    with private_index("tok", wheels) as index:
+        sources = PackageSources(index.url, cache_dir=cache_dir)
+        warm = IndexEndpoint(sources, os.getuid(), os.getgid(), tcp=True)
+        try:  # an earlier run's setup: all three files into the cache
+            assert [_fetch_file(f"http://127.0.0.1:{warm.port}", f"w{k}")[0]
+                    for k in range(3)] == [200, 200, 200]
+        finally:
+            warm.close()
+        fetched = len(index.requests)
+        service = IndexEndpoint(sources, os.getuid(), os.getgid(), tcp=True,
+                                quota_bytes=sizes[0] + sizes[1] + min(sizes) // 2)
+        try:
+            base = f"http://127.0.0.1:{service.port}"
+            answers = [_fetch_file(base, f"w{k}") for k in range(3)]
+            lines = service.log.lines()
+        finally:
+            service.close()
+        files = [r for r in index.requests[fetched:] if r["path"].endswith(".whl")]
+    assert len(list((cache_dir / "sha256").iterdir())) == 3 and files == []  # all hits
+    assert [status for status, _ in answers] == [200, 200, 403]
+    assert "refused w2-1.0-py3-none-any.whl: past this setup's budget" in answers[2][1]
+    assert "FROGNANO_SETUP_FETCH_MAX_GB" in answers[2][1] and len(lines) == 1
 
 
 def test_the_budget_is_the_setting_else_the_sandboxs_disk_quota(tmp_path: Path) -> None:
