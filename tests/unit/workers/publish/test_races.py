@@ -280,6 +280,19 @@ def test_a_ci_rounds_push_on_a_rewound_branch_pushes_nothing(world: World) -> No
     assert world.pushes() == [201], "no ref write at all"
 
 
+def test_a_ci_rounds_push_on_a_deleted_branch_pushes_nothing(world: World) -> None:
+    """Issue 30 §3: a person deleted `frognano/issue-N` while a CI repair round ran. The
+    head read before the write finds no branch: the round stops, and does not make the
+    branch again as a review's push would (no person asked for the round)."""
+    bare = world.fake.repo(OWNER, REPO).bare_path
+    with pytest.raises(BranchTaken) as taken:
+        push_review_change(world, lambda: world.fake.on_next("GET", READ_REF, lambda: git(
+            bare, "update-ref", "-d", f"refs/heads/{branch_for(1)}")), replay=False)
+    assert taken.value.head is None
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is None, "made again"
+    assert world.pushes() == [201], "no ref write at all"
+
+
 class Judged(Exception):
     """The replay's verdict was asked for: the head it was asked on."""
 
