@@ -247,7 +247,8 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
             if seen is None and not replay:
                 raise BranchTaken(branch, None)
             writing = seen in (state.parent, None)
-            failure = _write(github, repo, branch, state.remote) if writing else None
+            failure = (_write(github, repo, branch, state.remote, create=replay)
+                       if writing else None)
             if writing and failure is None:
                 return state.pushed()
             head = cache.fetch_branch(host.git_dir, url, branch, token())
@@ -275,12 +276,17 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
     return pushed
 
 
-def _write(github: GitHubApi, repo: RepoRef, branch: str, commit: str) -> Exception | None:
+def _write(github: GitHubApi, repo: RepoRef, branch: str, commit: str, *,
+           create: bool) -> Exception | None:
     """One ref write moving `branch` to `commit` as a fast-forward: None once the branch is
-    it, else why not (it moved, or GitHub failed)."""
+    it, else why not (it moved, or GitHub failed). A branch deleted meanwhile is made
+    again, as a push did, when `create`; else (a CI repair round: a person deleted it)
+    BranchTaken."""
     try:
         github.move_branch(repo, branch, commit, force=False)
-    except NotFound:  # deleted meanwhile: made again, as a push did
+    except NotFound:
+        if not create:
+            raise BranchTaken(branch, None) from None
         github.create_branch(repo, branch, commit)
     except (NotFastForward, ServerError) as exc:
         return exc

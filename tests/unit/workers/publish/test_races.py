@@ -293,6 +293,18 @@ def test_a_ci_rounds_push_on_a_deleted_branch_pushes_nothing(world: World) -> No
     assert world.pushes() == [201], "no ref write at all"
 
 
+def test_a_ci_rounds_write_on_a_branch_deleted_under_it_makes_no_branch(world: World) -> None:
+    """The deletion lands between the head read and the ref write: GitHub answers the
+    fast-forward 404, and a CI repair round stops there instead of making the branch
+    again (a review's push would: a person asked for it)."""
+    bare = world.fake.repo(OWNER, REPO).bare_path
+    with pytest.raises(BranchTaken) as taken:
+        push_review_change(world, lambda: world.fake.on_next("PATCH", MOVE_REF, lambda: git(
+            bare, "update-ref", "-d", f"refs/heads/{branch_for(1)}")), replay=False)
+    assert taken.value.head is None
+    assert world.fake.branch_sha(OWNER, REPO, branch_for(1)) is None, "made again"
+
+
 class Judged(Exception):
     """The replay's verdict was asked for: the head it was asked on."""
 
