@@ -482,7 +482,10 @@ def resolve(module: Any, name: str, rules: Callable[[], IdRules]) -> Target:
     if bracket and param_id is None:
         raise CannotRun("its id is not one this runner reads")
     parts = base.split("::")
-    if (len(parts) == 1 and not bracket and "." in base) or base == module.__name__:
+    # A module's own doctest is named by the module; a test function may share that name
+    # (`test_abs` in test_abs.py), and one with parameters is never a doctest.
+    module_doctest = base == module.__name__ and not callable(getattr(module, base, None))
+    if not bracket and ((len(parts) == 1 and "." in base) or module_doctest):
         return Target(module, name, None, doctest=find_doctest(module, base))
     if len(parts) > 2:
         raise CannotRun("a test in a nested class")

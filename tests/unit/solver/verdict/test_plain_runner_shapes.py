@@ -357,3 +357,21 @@ def test_a_django_import_failure_is_explained_only_without_settings() -> None:
     assert "pytest-django" in plain_runner.plugin_explains(improperly(), False)
     assert plain_runner.plugin_explains(improperly(), True) == ""
     assert plain_runner.plugin_explains(ImportError("django"), False) == ""
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_a_test_named_as_its_module_is_that_test_not_the_modules_doctest(
+        tmp_path: Path, python: str) -> None:
+    """`test_abs` in test_abs.py, with and without parameters: pytest's ids for them look
+    like the module doctest's (named by the module), which runs only when there is no
+    such test."""
+    module = ('import pytest\n\n\n@pytest.mark.parametrize("p", ["/tmp"])\n'
+              'def test_abs(p):\n    assert len(p) == 4\n')
+    doctests = '"""\n>>> 1 + 1\n2\n"""\n'
+    tree = _tree(tmp_path / "tree", {"tests/test_abs.py": module,
+                                     "tests/test_plain.py": "def test_plain():\n    pass\n",
+                                     "lib_doc.py": doctests})
+    results = run_plain(python, tree, ["tests/test_abs.py::test_abs[/tmp]",
+                                       "lib_doc.py::lib_doc"])
+    assert results == {"tests/test_abs.py::test_abs[/tmp]": "passed",
+                       "lib_doc.py::lib_doc": "passed"}
