@@ -344,6 +344,13 @@ class RunOutcome:
                               published=self.choice.published)
 
 
+def ends_search(decision: Decision) -> bool:
+    """Whether a candidate's decision skips the candidates not yet started: only a change
+    a test shows fixes the issue; one without evidence may lose to a later candidate's
+    (best_of.choose ranks by evidence, then size)."""
+    return decision.action == "publish" and decision.verified
+
+
 def run(request: RunRequest) -> RunOutcome:
     """Open the first workspace, plan the run in it (`NoTestCommand` when there are no
     tests to judge by), hand the plan to `on_planned`, then run the candidates."""
@@ -393,9 +400,7 @@ class BestOf:
             raise
         decision = decide(result, self.config)
         self.finished[k] = Candidate(k, self.seed(k), result, decision)
-        if decision.action == "publish" and decision.verified:
-            # Only a change a test shows fixes the issue ends the search: one without
-            # evidence may lose to a later candidate's (best_of.choose ranks by evidence).
+        if ends_search(decision):
             self.passed.set()
 
     def _execute(self, k: int) -> SolveResult:

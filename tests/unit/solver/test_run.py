@@ -24,6 +24,7 @@ from solver.run import (
     RunRequest,
     Workspace,
     decide,
+    ends_search,
     prepare,
     run,
 )
@@ -103,6 +104,15 @@ def test_evidence_required_refuses_what_no_test_shows_and_flag_publishes_it() ->
     for config in (DEFAULT, required):
         verified = decide(_with_evidence("passes_on_base", "reproduces"), config)
         assert (verified.action, verified.verified) == ("publish", True)
+
+
+def test_only_a_verified_pass_skips_the_candidates_not_yet_started() -> None:
+    """Best of N in turn: an unverified pass may lose to a later candidate's evidence, so
+    it does not end the search; a verified one does, a refusal or failure never."""
+    assert ends_search(decide(_with_evidence("passes_on_base", "reproduces"), DEFAULT))
+    assert not ends_search(decide(_with_evidence("passes_on_base", "new_feature"), DEFAULT))
+    required = parse_repo_config("evidence: required\n")
+    assert not ends_search(decide(_with_evidence("passes_on_base"), required))
 
 
 def test_a_failed_run_is_never_published_whatever_its_snapshot() -> None:
