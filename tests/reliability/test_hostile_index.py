@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,12 +35,13 @@ from sandbox import SandboxConfig, SandboxLimits, open_sandbox
 from sandbox.index_endpoint import PackageSources
 from solver.agent.harness import solve
 from solver.agent.transcript import Transcript, read_transcript
-from solver.models.scripted import ScriptedModel, final_answer, think_and_call
+from solver.models.scripted import ScriptedModel, final_answer
 from solver.run import open_workspace
 from solver.setup.python_setup import infer_python_setup
 from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
+from tests.reliability.test_hostile_setup_egress import _solve as solve_calc
 from tests.support.private_index import LOCAL_INDEX, make_wheel, private_index
 from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
 
@@ -163,24 +161,6 @@ def loopback_service() -> Iterator[tuple[int, list[str]]]:
         server.server_close()
 
 
-def _solve(source: Path, root: Path, env: dict[str, str]
-           ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    script = root / "script.json"
-    script.write_text(json.dumps([
-        think_and_call("Fix the sign.", "Edit", file_path="calc.py",
-                       old_string="return a - b", new_string="return a + b"),
-        final_answer("Fixed add().")]))
-    transcript = root / "transcript.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "frognano", "solve", str(source), "--issue", ISSUE,
-         "--model", f"scripted:{script}", "--transcript", str(transcript),
-         "--max-rounds", "1", "--sandbox", "bubblewrap", "--keep-workspace"],
-        env={**os.environ, **env, "FROGNANO_STATE_DIR": str(root / "state"),
-             "FROGNANO_WORK_DIR": str(root / "work"), "COLUMNS": "200"},
-        capture_output=True, text=True, timeout=900)
-    return proc, transcript
-
-
 def _evil_page(key: Path, service_port: int) -> tuple[str, dict[str, str]]:
     """The hostile index's page for `evil`, and its redirects."""
     links = [f"file://{key}", "/redirect/key", "/redirect/loopback",
@@ -214,8 +194,8 @@ def test_an_index_cannot_hand_the_sandbox_host_files_or_loopback_answers(
         with private_index(TOKEN, [helper], pages={"evil": page},
                            redirects=redirects) as index:
             source = make_repo(root / "src", {"setup.py": SETUP_PY_LINKS, **CALC})
-            proc, transcript = _solve(source, root, {"FROGNANO_PIP_INDEX_URL": index.url,
-                                                     "FROGNANO_PIP_FIND_LINKS": str(wheels)})
+            proc, transcript = solve_calc(source, root, root / "state", {
+                "FROGNANO_PIP_INDEX_URL": index.url, "FROGNANO_PIP_FIND_LINKS": str(wheels)})
         reports = list((root / "work").glob("*/private/home/attack.json"))
         found = json.loads(reports[0].read_text()) if reports else {}
         records = read_transcript(transcript)

@@ -377,15 +377,12 @@ def test_run_page_updates_live_in_chromium(served: str, browser: Any,
 FLAGGED_LINE = '    if (a, b) == (2, 3): return 5  # <b>special</b>'
 
 
-def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
-    """A run whose accepted change special-cases its failing test's inputs: the change
-    scan's flags ride in the verdict (solver/verdict/change_flags.py)."""
-    recorder = RunRecorder.start(store, repo="octo/calc", issue=7, trigger="label", run_number=1)
-    flags = [ChangeFlag("calc.py", 2, "test-literal", f"decides on 3, exactly as the "
-                        f"failing test `tests/test_calc.py::test_add` uses: `{FLAGGED_LINE}`"),
-             ChangeFlag("calc.py", 5, "runtime-probe", "reads `sys.modules`")]
-    verdict = Verdict(accepted=True, read_first=flags)
-    with Transcript(tmp_path / "flagged.jsonl") as transcript:
+def record_judged_run(store: RunStore, tmp_path: Path, verdict: Verdict, issue: int = 7) -> int:
+    """A finished run whose accepted change carries `verdict` (its flags, its evidence):
+    judged in its round and in its result."""
+    recorder = RunRecorder.start(store, repo="octo/calc", issue=issue, trigger="label",
+                                 run_number=1)
+    with Transcript(tmp_path / f"judged-{issue}-{len(verdict.evidence)}.jsonl") as transcript:
         events = Outputs(transcript, recorder)
         events.emit(started())
         events.emit(BaselineDone(tests=_tests(False, "failed")))
@@ -397,6 +394,15 @@ def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
     recorder.finish("passed", outcome="pr_opened")
     assert recorder.run_id is not None
     return recorder.run_id
+
+
+def record_flagged_run(store: RunStore, tmp_path: Path) -> int:
+    """A run whose accepted change special-cases its failing test's inputs: the change
+    scan's flags ride in the verdict (solver/verdict/change_flags.py)."""
+    flags = [ChangeFlag("calc.py", 2, "test-literal", f"decides on 3, exactly as the "
+                        f"failing test `tests/test_calc.py::test_add` uses: `{FLAGGED_LINE}`"),
+             ChangeFlag("calc.py", 5, "runtime-probe", "reads `sys.modules`")]
+    return record_judged_run(store, tmp_path, Verdict(accepted=True, read_first=flags))
 
 
 def test_run_page_puts_read_this_first_above_the_diff(client: TestClient, store: RunStore,
@@ -412,21 +418,6 @@ def test_run_page_puts_read_this_first_above_the_diff(client: TestClient, store:
     assert 'id="read-first"' not in plain, "an unflagged run has no such section"
 
 
-def record_run_with_evidence(store: RunStore, tmp_path: Path,
-                             evidence: list[TestEvidence]) -> int:
-    """A finished run whose verdict carries `evidence` (solver/verdict/evidence.py)."""
-    recorder = RunRecorder.start(store, repo="octo/calc", issue=8, trigger="label", run_number=1)
-    verdict = Verdict(accepted=True, evidence=evidence)
-    with Transcript(tmp_path / f"evidence-{len(evidence)}.jsonl") as transcript:
-        events = Outputs(transcript, recorder)
-        events.emit(started())
-        done = finished(_tests(False, "failed"), _tests(True, "passed"), diff=DIFF, steps=1)
-        events.emit(RunFinished(result=dataclasses.replace(done.result, verdict=verdict)))
-    recorder.finish("passed", outcome="pr_opened")
-    assert recorder.run_id is not None
-    return recorder.run_id
-
-
 def test_run_page_shows_the_evidence_as_the_pr_does(client: TestClient, store: RunStore,
                                                     tmp_path: Path) -> None:
     client.get(f"/runs?token={TOKEN}")
@@ -434,7 +425,8 @@ def test_run_page_shows_the_evidence_as_the_pr_does(client: TestClient, store: R
                          "failed at an assertion")
     shown = TestEvidence("tests/test_new.py::test_tail", NEW_FEATURE, MODEL,
                          "AttributeError on a name the change adds (tail)")
-    html = client.get(f"/runs/{record_run_with_evidence(store, tmp_path, [proof, shown])}").text
+    verdict = Verdict(accepted=True, evidence=[proof, shown])
+    html = client.get(f"/runs/{record_judged_run(store, tmp_path, verdict, 8)}").text
     section = html[html.index('id="evidence"'):html.index('id="diff"')]
     assert "<code>tests/test_calc.py::test_add&lt;b&gt;</code> fails on the base and passes " \
            "with the change" in section and "<b>" not in section
@@ -442,7 +434,8 @@ def test_run_page_shows_the_evidence_as_the_pr_does(client: TestClient, store: R
     assert "<code>tests/test_new.py::test_tail</code>: 🆕 fails on the base only because" \
         in section and 'id="unverified"' not in section
     nothing = TestEvidence("tests/test_new.py::test_zero", PASSES_ON_BASE, MODEL, "passed")
-    html = client.get(f"/runs/{record_run_with_evidence(store, tmp_path, [nothing])}").text
+    verdict = Verdict(accepted=True, evidence=[nothing])
+    html = client.get(f"/runs/{record_judged_run(store, tmp_path, verdict, 8)}").text
     section = html[html.index('id="evidence"'):html.index('id="diff"')]
     assert 'id="unverified"' in section and "the fix is unverified" in section
     assert "passes on the base too: shows nothing about the fix" in section
