@@ -68,12 +68,16 @@ _GO_TEST = re.compile(r"^\s*go\s+test\b")
 
 
 def report_request(command: str, inside_dir: str, token: str,
-                   guard: tuple[str, str] | None = None) -> ReportRequest:
+                   guard: tuple[str, str] | None = None, *,
+                   keep_going: bool = False) -> ReportRequest:
     """The command, rewritten so the runner writes a report to `inside_dir/<token>…`.
 
     `guard` is (folder, report path) of the harness's pytest guard: the folder goes on
     PYTHONPATH, where pytest finds the guard by its entry point (a wrapper that drops
-    PYTHONPATH, or PYTEST_DISABLE_PLUGIN_AUTOLOAD, leaves it silent, never broken)."""
+    PYTHONPATH, or PYTEST_DISABLE_PLUGIN_AUTOLOAD, leaves it silent, never broken).
+    `keep_going`: pytest runs the modules it could collect past a collection error (which
+    otherwise stops the session), for the model's tests on the base tree: a test module
+    importing a name only the change adds must not keep its neighbours from running."""
     if _GO_TEST.match(command) and not re.search(r"[;&|<>`$()]", command):
         path = f"{inside_dir}/{token}.jsonl"
         args = [a for a in shlex.split(command) if a not in ("-v", "-json")]
@@ -84,7 +88,8 @@ def report_request(command: str, inside_dir: str, token: str,
     # wrapper (tox, nox, make) starts it; `-o junit_family=xunit1` keeps the `file`
     # attribute, from which the test's node id is rebuilt.
     addopts = (f"-p no:cacheprovider --junitxml={path} -o junit_family=xunit1 "
-               "-o junit_logging=no")
+               "-o junit_logging=no" + (" --continue-on-collection-errors" if keep_going
+                                        else ""))
     exports = f"export PYTEST_ADDOPTS={shlex.quote(addopts)}\n"
     if guard is not None:
         folder, report = guard

@@ -158,9 +158,10 @@ class VerdictRunner:
         return [*ordered[:HOOKS_NAMED], f"… and {len(changed) - HOOKS_NAMED} more"]
 
     def run(self, tree: str, label: str, timeout: float,
-            trace: list[str] | None = None) -> TestVerdict:
+            trace: list[str] | None = None, *, keep_going: bool = False) -> TestVerdict:
         """The test command on `tree` in a fresh sandbox; `trace`: test ids whose lines
-        the pytest guard traces (touched.py)."""
+        the pytest guard traces (touched.py); `keep_going`: past collection errors
+        (junit_report.report_request)."""
         self.runs += 1
         where = self.scratch / f"{self.runs:02d}-{label}"
         workspace, private, channel = where / "workspace", where / "private", where / "channel"
@@ -174,7 +175,8 @@ class VerdictRunner:
         shutil.copytree(GUARD_DIR, channel / "guard", ignore=shutil.ignore_patterns("__pycache__"))
         token = secrets.token_hex(16)
         request = report_request(self.test_command, str(channel), token,
-                                 guard=(str(channel / "guard"), str(channel / f"{token}.guard")))
+                                 guard=(str(channel / "guard"), str(channel / f"{token}.guard")),
+                                 keep_going=keep_going)
         report_pipe = ReportPipe(Path(request.inside_path))
         guard_pipe = ReportPipe(channel / f"{token}.guard", GUARD_MAX_BYTES,
                                 label="the pytest guard's report",
@@ -297,8 +299,8 @@ class VerdictRunner:
         if not passing:
             return Reruns(second, None, new_names, changed)
         tree = self.model_tests_tree(snapshot, plan, on_base=True)
-        return Reruns(second, self.run(tree, "model-tests-on-base", timeout), new_names,
-                      changed)
+        on_base = self.run(tree, "model-tests-on-base", timeout, keep_going=True)
+        return Reruns(second, on_base, new_names, changed)
 
     def names_added(self, snapshot: Snapshot) -> frozenset[str]:
         """The names the change's non-test Python code defines that the base's does not."""

@@ -211,6 +211,35 @@ def test_a_test_failing_on_the_base_only_for_a_new_name_is_a_new_feature(
     record.observed = {"evidence": f"{entry.test}: {entry.kind} ({entry.on_base})"}
 
 
+def test_a_new_feature_test_file_does_not_hide_a_reproducing_one(
+        green: Checkout, scorecard: Recorder) -> None:
+    """On the base tree the new-feature test file cannot be collected; pytest stops a
+    session at a collection error, which would leave the regression test unrun there."""
+    record = _record(scorecard, "feature-beside-regression", "a regression test beside a "
+                     "test file that imports a name the change adds",
+                     "verified: on the base tree the regression test still runs (and "
+                     "fails at its assertion) although the other file cannot be collected")
+    helper = _edit("def reduceby(key, binop, seq, init=no_default):\n",
+                   "def most_common(seq):\n    counts = frequencies(seq)\n"
+                   "    return max(counts, key=counts.get)\n\n\n"
+                   "def reduceby(key, binop, seq, init=no_default):\n")
+    feature = _write("toolz/tests/test_most_common.py", """
+        from toolz.itertoolz import most_common
+
+
+        def test_most_common():
+            assert most_common('aab') == 'a'
+        """)
+    result = run(green, [FIX, helper, feature, REGRESSION_TEST, final_answer("Fixed.")])
+    kinds = _kinds(result)
+    assert result.tests_passed and result.verdict is not None and result.verdict.verified, \
+        kinds
+    assert kinds[f"{NEW_TEST}::test_repeats_are_counted"] == (REPRODUCES, MODEL)
+    assert kinds["toolz/tests/test_most_common.py::test_most_common"] == (NEW_FEATURE, MODEL)
+    record.observed = {"verified": True, "evidence": sorted(f"{t}: {k}" for t, (k, _) in
+                                                            kinds.items())}
+
+
 def _answer_after_feedback(seen: list[str], step: str) -> Any:
     """A script step that keeps the message the model got, then makes `step`."""
     def react(messages: list[dict[str, Any]]) -> str:
