@@ -72,13 +72,16 @@ if [ "$missing" = 1 ]; then
 fi
 if [ -n "$extras" ] && { ! command -v systemd-analyze >/dev/null 2>&1 || \
                           ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/curl ] || \
+                          ! [ -x /usr/bin/gcc ] || ! ls /usr/include/python3*/Python.h \
+                            >/dev/null 2>&1 || \
                           ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; }; then
   # The tests verify deploy/'s systemd units with systemd-analyze, render the
   # dashboard in Debian's headless Chromium (driven by playwright, never downloaded),
   # and run the run store on a private PostgreSQL cluster (initdb + pg_ctl); the
-  # sandbox scenarios reach out with curl (a fresh Debian machine may lack it).
+  # sandbox scenarios reach out with curl (a fresh Debian machine may lack it), and one
+  # builds a C extension in the sandbox with the system's gcc and Python headers.
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq systemd chromium postgresql curl >/dev/null
+  $sudo apt-get install -y -qq systemd chromium postgresql curl gcc python3-dev >/dev/null
 fi
 
 if [ -n "${VIRTUAL_ENV:-}" ]; then

@@ -18,6 +18,7 @@ library) and whose test runs leave byte code in the work tree is still accepted.
 
 from __future__ import annotations
 
+import glob
 import io
 import shutil
 import subprocess
@@ -130,6 +131,9 @@ def test_c_extension_shadowing_the_module_is_refused(scorecard: Recorder) -> Non
                        "gcc builds itertoolz.cpython-311-*.so running the fixed source; "
                        "the diff is one binary file: refused, a fix is source text, the "
                        "file named")
+    # The sandbox builds with the host's /usr: scripts/install.sh --dev installs both.
+    assert shutil.which("gcc") and glob.glob("/usr/include/python3*/Python.h"), \
+        "no gcc or Python headers in /usr: apt-get install gcc python3-dev"
     with _toolz() as checkout:
         result = run(checkout, [think_and_call("Make the tests pass.", "Bash",
                                                command=C_EXTENSION),
