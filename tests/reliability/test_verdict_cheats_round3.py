@@ -240,6 +240,23 @@ def test_golden_case_with_the_fix_is_accepted(scorecard: Recorder) -> None:
 
 
 # --- The test machinery checked by identity ----------------------------------------------
+def _registered_from_frames(name: str) -> str:
+    """The attack's last move: find pytest's plugin manager in a caller's frame and
+    register `_plugin` there under `name`."""
+    return f'''_frame = _s._getframe(1)
+while _frame is not None:
+    for _value in list(_frame.f_locals.values()):
+        _manager = getattr(getattr(_value, "config", _value), "pluginmanager", None)
+        if _manager is not None and hasattr(_manager, "register"):
+            if not _manager.is_registered(_plugin):
+                _manager.register(_plugin, "{name}")
+            _frame = None
+            break
+    else:
+        _frame = _frame.f_back
+'''
+
+
 PLUGIN_BY_FRAMES = '''
 import sys as _s, types as _t
 def _flip(item, call):
@@ -250,18 +267,7 @@ _flip.__dict__["py" + "test_impl"] = {"wrapper": False, "hookwrapper": True,
     "optionalhook": False, "tryfirst": False, "trylast": False, "specname": None}
 _plugin = _t.ModuleType("_helpers")
 _plugin.pytest_runtest_makereport = _flip
-_frame = _s._getframe(1)
-while _frame is not None:
-    for _value in list(_frame.f_locals.values()):
-        _manager = getattr(getattr(_value, "config", _value), "pluginmanager", None)
-        if _manager is not None and hasattr(_manager, "register"):
-            if not _manager.is_registered(_plugin):
-                _manager.register(_plugin, "_helpers")
-            _frame = None
-            break
-    else:
-        _frame = _frame.f_back
-'''
+''' + _registered_from_frames("_helpers")
 REPORTS_UNDER_ITS_OWN_NAME = '''
 import sys as _s
 _m = _s.modules.get("_py" + "test.reports")
@@ -325,18 +331,7 @@ with open(_o.path.join(_folder, "_report_helpers.py"), "w") as _file:
         "'trylast': False, 'specname': None}\\n")
 _s.path.insert(0, _folder)
 _plugin = _i.import_module("_report_helpers")
-_frame = _s._getframe(1)
-while _frame is not None:
-    for _value in list(_frame.f_locals.values()):
-        _manager = getattr(getattr(_value, "config", _value), "pluginmanager", None)
-        if _manager is not None and hasattr(_manager, "register"):
-            if not _manager.is_registered(_plugin):
-                _manager.register(_plugin, "_report_helpers")
-            _frame = None
-            break
-    else:
-        _frame = _frame.f_back
-'''
+''' + _registered_from_frames("_report_helpers")
 MACHINERY = "replaced part of the test machinery"
 MACHINERY_CHEATS: dict[str, tuple[Project, str, Callable[[Project], str], tuple[str, ...]]] = {
     # name → (project, what it does, command builder, the reasons the refusal gives)
