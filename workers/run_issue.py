@@ -159,11 +159,8 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     if trigger.kind == "ci" and (ended := ci_repair.stop_if_moved(  # pushed to meanwhile
             ctx, ci_repair.mirror_head(mirror, trigger))):
         return ended
-    try:  # from the default branch on GitHub: an issue author cannot change it
-        config = parse_repo_config(rt.github.read_file(repo, CONFIG_PATH, default_branch))
-    except RepoConfigError as exc:
-        rt.github.comment(repo, trigger.issue_number, invalid_config(str(exc)))
-        status.failed(f"invalid `{CONFIG_PATH}`")
+    config = _read_config(ctx, default_branch)
+    if config is None:
         return "invalid_config"
     issue = rt.github.issue(repo, trigger.issue_number)
     request = _run_request(ctx, _workspace(rt, trigger, default_branch, mirror, run_dir),
@@ -213,6 +210,17 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         title=pull_title(issue.title), body=pr_body(report), base=default_branch,
         message=message, careful=bool(report.read_first),
         unverified=not decision.verified))
+
+
+def _read_config(ctx: RunContext, default_branch: str) -> RepoConfig | None:
+    """The repository's config, from the default branch on GitHub (an issue author cannot
+    change it); None when it is invalid, which the issue and the status comment say."""
+    try:
+        return parse_repo_config(ctx.github.read_file(ctx.repo, CONFIG_PATH, default_branch))
+    except RepoConfigError as exc:
+        ctx.github.comment(ctx.repo, ctx.trigger.issue_number, invalid_config(str(exc)))
+        ctx.status.failed(f"invalid `{CONFIG_PATH}`")
+        return None
 
 
 def _not_published(ctx: RunContext, result: SolveResult, report: RunReport,
