@@ -48,4 +48,5 @@ def scorecard(request: pytest.FixtureRequest) -> Iterator[Recorder]:
     for record in records:
         record.outcome = outcome
         record.seconds = round(time.monotonic() - started, 1)
+        record.ran_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         record.write()

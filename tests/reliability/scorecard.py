@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,9 @@ DEFAULT_SCORECARD = ROOT / "docs" / "RELIABILITY.md"
 # "Real projects" table, rendered from what the run recorded (`_real_project_row`).
 REAL_PROJECT_KEY = "13-setup-inferred-"
 REAL_PROJECTS = "Real projects"
+# Where the corpus's rows from an earlier run wait (`clear_results`): CI runs one project
+# of each shape, `--corpus` all of them, and the table shows the latest row of each.
+EARLIER = "earlier"
 INFERRED_PREFIX = "inferred (no `setup:` given): "
 
 
@@ -41,6 +45,8 @@ class ScenarioRecord:
     outcome: str = "not run"  # "passed", "failed" or "error" once the test ended
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    ran_at: str = ""  # when the test ended, UTC
+    earlier: bool = False  # a corpus row kept from an earlier run, not this one
 
     def write(self, directory: Path | None = None) -> Path:
         directory = directory or results_dir()
@@ -50,10 +56,31 @@ class ScenarioRecord:
         return path
 
 
+def _read(paths: list[Path]) -> list[ScenarioRecord]:
+    return [ScenarioRecord(**json.loads(path.read_text())) for path in sorted(paths)]
+
+
 def load_records(directory: Path) -> list[ScenarioRecord]:
-    records = [ScenarioRecord(**json.loads(path.read_text()))
-               for path in sorted(directory.glob("*.json"))]
+    """This run's records, and the corpus rows of an earlier run that this one did not
+    run again (marked `earlier`)."""
+    records = _read(list(directory.glob("*.json")))
+    fresh = {r.key for r in records}
+    for record in _read(list((directory / EARLIER).glob("*.json"))):
+        if record.key not in fresh:
+            record.earlier = True
+            records.append(record)
     return sorted(records, key=lambda r: _natural(r.key))
+
+
+def clear_results(directory: Path, corpus: set[str]) -> None:
+    """Empty the results for a new run, but keep the latest row of each real project
+    still in the corpus (`corpus`: their keys) for the projects this run leaves out."""
+    kept = {r.key: r for r in load_records(directory) if r.key in corpus} \
+        if directory.is_dir() else {}
+    shutil.rmtree(directory, ignore_errors=True)
+    for record in kept.values():
+        record.earlier = False
+        record.write(directory / EARLIER)
 
 
 def _natural(key: str) -> tuple[int, str]:
@@ -85,7 +112,8 @@ SECTIONS = (
      "and no `.github/frognano.yml`, through `frognano solve` with a scripted honest fix: "
      "the setup and the test command are inferred, the baseline must fail on the bug and "
      "the fix must be accepted. Each cell is what the run recorded (its transcript); "
-     "seconds are the whole solve's.",
+     "seconds are the setup's, the baseline's and the verdict's test runs, and the whole "
+     "solve's.",
      lambda r: r.key.startswith(REAL_PROJECT_KEY)),
     ("Faults, load and sandbox abuse", "Workers killed, Redis restarted, GitHub "
      "misbehaving, storms, load, fuzzing, model garbage and resource abuse.",
@@ -181,6 +209,10 @@ def _section_lines(heading: str, intro: str, chosen: list[ScenarioRecord]) -> li
     ok = sum(r.outcome == "passed" for r in chosen)
     lines = ["", f"## {heading}", "", f"{intro} {ok} of {len(chosen)} passed.", ""]
     if heading == REAL_PROJECTS:
+        earlier = sum(r.earlier for r in chosen)
+        lines[-2] += (f" {len(chosen) - earlier} ran in this run (one project of each shape "
+                      f"runs in CI); the other {earlier} rows are from the last "
+                      "`python3 -m tests.reliability --corpus`, each dated.") if earlier else ""
         return lines + ["| project | shape | setup inferred | baseline | verdict | evidence "
                         "| seconds |", "|---|---|---|---|---|---|---|"] \
             + [_real_project_row(r) for r in chosen]
@@ -212,10 +244,22 @@ def _real_project_row(record: ScenarioRecord) -> str:
     verdict = f"{accepted} (`{seen.get('verdict')}`); test {_mark(record.outcome)}"
     if seen.get("known gap") and record.outcome == "skipped":  # a strict xfail that failed
         verdict = f"{accepted} (`{seen.get('verdict')}`); ⚠️ known gap: {seen['known gap']}"
-    seconds = seen.get("solve seconds", record.seconds)
     cells = (record.key.removeprefix(REAL_PROJECT_KEY), str(seen.get("shape", "")), setup,
-             baseline, verdict, _evidence_cell(seen))
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + f" | {seconds} |"
+             baseline, verdict, _evidence_cell(seen), _seconds_cell(record))
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _seconds_cell(record: ScenarioRecord) -> str:
+    """The setup's, the baseline's and the verdict's test run's seconds, then the whole
+    solve's; and the date of a row kept from an earlier run."""
+    seen = record.observed
+    parts = [f"{name} {seen[key]}" for name, key in (
+        ("setup", "setup seconds"), ("baseline", "baseline seconds"),
+        ("verdict tests", "verdict seconds")) if seen.get(key) is not None]
+    parts.append(f"whole {seen.get('solve seconds', record.seconds)}")
+    if record.earlier:
+        parts.append(f"(ran {record.ran_at or 'earlier'}, `--corpus`)")
+    return "<br>".join(parts)
 
 
 def _evidence_cell(seen: dict[str, Any]) -> str:
@@ -232,7 +276,8 @@ def _evidence_cell(seen: dict[str, Any]) -> str:
 
 
 def render(records: list[ScenarioRecord], missing: list[str]) -> str:
-    passed = sum(r.outcome == "passed" for r in records)
+    ran = [r for r in records if not r.earlier]
+    passed = sum(r.outcome == "passed" for r in ran)
     lines = [
         "# Reliability scorecard",
         "",
@@ -244,7 +289,9 @@ def render(records: list[ScenarioRecord], missing: list[str]) -> str:
         "",
         f"Rendered {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs: "
-        f"**{passed} of {len(records)} scenarios passed**.",
+        f"**{passed} of {len(ran)} scenarios passed**"
+        + (f" (and {len(records) - len(ran)} corpus rows kept from an earlier run)."
+           if len(ran) < len(records) else "."),
         "",
     ]
     for heading, intro, chosen in _sections(records):

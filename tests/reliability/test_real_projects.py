@@ -243,6 +243,22 @@ PROJECTS = {
 }
 
 
+# Projects whose shape another project of the corpus has (named beside each): CI runs
+# that one, and these run with `python3 -m tests.reliability --corpus` (marked `corpus`),
+# so that CI's time does not grow with the corpus.
+CORPUS_ONLY = {
+    "python-slugify": "toolz (setup.py), pluggy (dependencies from the index)",
+    "more-itertools": "markdown (unittest through tox.ini), inflect (doctests); 90 s alone",
+    "minversion-8": "pluggy (minversion 8.0 with no pytest pin)",
+    "test-extras": "inflect (a test extra the tests import)",
+    "pycodestyle": "toolz (setup.py, one tests folder)",
+    "toml": "cachetools (tox.ini [testenv] deps)",
+    "six": "toolz (setup.py, setup.cfg)",
+    "colorama": "markdown (unittest classes)",
+    "iniconfig": "dependency-groups (a PEP 735 group), pluggy (pytest depends on it)",
+}
+
+
 def _local_index() -> dict[str, str]:
     """This machine's pip index (`pip config list`), as FROGNANO_PIP_* settings."""
     return {f"FROGNANO_PIP_{name.upper().replace('-', '_')}": " ".join(value)
@@ -315,9 +331,17 @@ def _observed(project: Project, solved: Solved, records: list[dict]) -> dict[str
                                    and s not in ("skipped", "xfailed")),
         "verdict": result.get("exit_reason"), "accepted": verdict.get("accepted"),
         "branch": solved.branches[0] if solved.branches else "none",
-        "solve seconds": round(solved.seconds, 1),
+        "solve seconds": round(solved.seconds, 1), "setup seconds": setup.get("seconds"),
+        "baseline seconds": baseline.get("seconds"),
+        "verdict seconds": _verdict_seconds(records),
         "reproducing": reproducing(verdict),
         **({"known gap": project.known_gap} if project.known_gap else {})}
+
+
+def _verdict_seconds(records: list[dict]) -> float | None:
+    """The last verdict's test run (the repository's tests on the accepted change)."""
+    judged = [r for r in records if r["kind"] == "tests"]
+    return judged[-1].get("seconds") if judged else None
 
 
 def reproducing(verdict: dict) -> list[str]:
@@ -327,9 +351,15 @@ def reproducing(verdict: dict) -> list[str]:
                   if isinstance(e, dict) and e.get("kind") == "reproduces")
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=project.known_gap))
-    if project.known_gap else name for name, project in PROJECTS.items()])
+def _marks(name: str, project: Project) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.corpus] if name in CORPUS_ONLY else []
+    if project.known_gap:
+        marks.append(pytest.mark.xfail(strict=True, reason=project.known_gap))
+    return marks
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=_marks(name, project))
+                                  for name, project in PROJECTS.items()])
 def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Path,
                                                          scorecard: Recorder) -> None:
     project = PROJECTS[name]
