@@ -1,7 +1,7 @@
 """What a Python project's own files say about running its tests, read as text only.
 
 Nothing here runs the repository's code: tox.ini, noxfile.py (its syntax tree), the CI
-workflows, the Makefile and the pytest configuration are parsed, so the setup
+workflows, the Makefile, the Justfile and the pytest configuration are parsed, so the setup
 (python_setup.py) and the test command (repo_tests.py) follow what the maintainers run.
 A reader gives a file's text by its path in the tree, or None: the work tree on the host
 before a run (`tree_reader`), or the base commit's blobs (`HostRepo.read_base`).
@@ -339,15 +339,81 @@ def _make_commands(read: Reader) -> list[tuple[str, str]]:
     return []
 
 
+def _just_commands(read: Reader) -> list[tuple[str, str]]:
+    """The recipe lines of the Justfile's `test` recipe (`test *args:`, its body the
+    indented lines below); just's `{{…}}` interpolations dropped."""
+    for name in ("justfile", "Justfile", ".justfile"):
+        text = read(name)
+        if text is None:
+            continue
+        recipe = re.search(r"^@?test\b[^:\n=]*:(?!=)[^\n]*\n((?:[ \t]+[^\n]*\n?|\n)+)", text,
+                           re.MULTILINE)
+        if recipe:
+            lines = [re.sub(r"\{\{[^}]*\}\}", "", line).strip(" \t@-")
+                     for line in recipe.group(1).splitlines()]
+            return [(line, name) for line in lines if line and not line.startswith("#")]
+    return []
+
+
+# Options of `uv run` (and its kind) that take a value, so the command after them is found.
+WRAPPER_VALUE_OPTIONS = frozenset({
+    "--extra", "--no-extra", "--group", "--no-group", "--only-group", "--with",
+    "--with-editable", "--with-requirements", "--python", "-p", "--package", "--env-file",
+    "--directory", "--project", "--index", "--index-url", "--default-index",
+    "--extra-index-url", "--env"})
+# Words that start a command that starts another: `uv run pytest`, `poetry run pytest`.
+WRAPPERS = {"uv": "run", "poetry": "run", "pdm": "run", "pipenv": "run", "hatch": "run",
+            "rye": "run"}
+
+
+def wrapper_options(words: list[str]) -> tuple[list[str], list[str]]:
+    """(the options, the command it starts) of the words after a wrapper's `run`:
+    `--all-extras pytest -x` is (["--all-extras"], ["pytest", "-x"])."""
+    rest = list(words)
+    options: list[str] = []
+    while rest and rest[0].startswith("-"):
+        word = rest.pop(0)
+        options.append(word)
+        if word in WRAPPER_VALUE_OPTIONS and rest:
+            options.append(rest.pop(0))
+    return options, rest
+
+
+def wrapper_extras(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The project extras that a declared `uv run --all-extras pytest` (or `--extra x`)
+    asks for, "*" for all: the tests it starts import them, so setup installs them."""
+    if len(words) < 2 or words[0] not in WRAPPERS or words[1] != WRAPPERS[words[0]]:
+        return ()
+    options, _ = wrapper_options(list(words[2:]))
+    found: list[str] = []
+    for index, word in enumerate(options):
+        key, equals, value = word.partition("=")
+        if word == "--all-extras":
+            found.append("*")
+        elif key == "--extra" and (equals or index + 1 < len(options)):
+            found.append(value if equals else options[index + 1])
+    return tuple(dict.fromkeys(found))
+
+
+def workflow_files(root: Path) -> list[str]:
+    """The CI workflows' paths (`.github/workflows/*.yml`), never through a link."""
+    folder = root / ".github" / "workflows"
+    if not folder.is_dir() or folder.is_symlink() or (root / ".github").is_symlink():
+        return []
+    return sorted(f".github/workflows/{p.name}" for p in folder.glob("*.y*ml"))
+
+
 def declared_test_commands(read: Reader, workflows: list[str]) -> list[DeclaredCommand]:
-    """Commands that run the tests, as tox.ini, noxfile.py, the CI workflows and the
-    Makefile say, in that order (each reduced to the words of its test runner)."""
+    """Commands that run the tests, as tox.ini, noxfile.py, the CI workflows, the
+    Makefile and the Justfile say, in that order (each reduced to the words of its test
+    runner)."""
     found: list[DeclaredCommand] = []
     tox = declared_tox_env(read)
     if tox is not None:
         found += [DeclaredCommand(tuple(_split(c)), f"tox.ini [{tox.name}]")
                   for c in tox.commands]
     found += [DeclaredCommand(words, "noxfile.py") for words in _nox_commands(read)]
-    for line, name in [*_workflow_commands(read, workflows), *_make_commands(read)]:
+    for line, name in [*_workflow_commands(read, workflows), *_make_commands(read),
+                       *_just_commands(read)]:
         found.append(DeclaredCommand(tuple(_split(line)), name))
     return [command for command in found if _RUNS_TESTS.search(" ".join(command.words))]

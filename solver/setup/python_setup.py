@@ -10,6 +10,7 @@ project's own pins win:
 - its PEP 735 test dependency group, resolved here (Debian's pip 23.0 has no `--group`);
 - its Poetry test group (`[tool.poetry.group.test.dependencies]`, solver/setup/poetry.py);
 - the `deps` and `extras` of the tox environment whose commands run the tests;
+- the extras its declared test command installs (a Justfile's `uv run --all-extras pytest`);
 - the pytest plugins that its pytest configuration alone names (`--cov`, `-n`,
   `--timeout`, `required_plugins`, …);
 - pytest itself when nothing above declares it, at least the version the configuration
@@ -34,11 +35,14 @@ from dependency_groups import resolve as resolve_group
 
 from solver.setup.poetry import groups as poetry_groups
 from solver.setup.project_files import (
+    declared_test_commands,
     declared_tox_env,
     pytest_config,
     pytest_minimum,
     requirement_name,
     tree_reader,
+    workflow_files,
+    wrapper_extras,
 )
 
 # Extras and dependency groups tried in this order; the first one declared is installed.
@@ -264,12 +268,22 @@ def _project_args(root: Path, source: str, plan: _Plan) -> None:
     chosen = test_sets(extras)
     tox = declared_tox_env(tree_reader(root))
     chosen += [e for e in (tox.extras if tox else ()) if e not in chosen and e in extras]
+    asked = _command_extras(root)
+    chosen += [e for e in (list(extras) if "*" in asked else asked)
+               if e not in chosen and e in extras]
     for extra in chosen:
         plan.declared += extras.get(extra, [])
     plan.args += ["-e", f".[{','.join(chosen)}]" if chosen else "."]
     named = " and ".join(f"`{e}`" for e in chosen)
     plan.said.append(f"the project ({source}) editable" + (
         f" with its {named} extra{'s' if len(chosen) > 1 else ''}" if chosen else ""))
+
+
+def _command_extras(root: Path) -> tuple[str, ...]:
+    """The extras the project's own test command installs (a Justfile's `uv run
+    --all-extras pytest`): its tests import them."""
+    declared = declared_test_commands(tree_reader(root), workflow_files(root))
+    return wrapper_extras(declared[0].words) if declared else ()
 
 
 def _add_files(root: Path, plan: _Plan, files: list[str]) -> None:

@@ -14,7 +14,15 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solver.setup.project_files import declared_test_commands, pytest_config, tree_reader
+from solver.setup.project_files import (
+    WRAPPERS,
+    declared_test_commands,
+    pytest_config,
+    tree_reader,
+    workflow_files,
+    wrapper_options,
+)
+from solver.verdict.suite_paths import is_test_path
 
 PYTEST_COMMAND = "python3 -m pytest -rA -p no:cacheprovider"
 UNITTEST_COMMAND = "python3 -m unittest"
@@ -24,9 +32,6 @@ UNITTEST_REPORTER = "frognano_unittest_report"
 # pytest options of a declared command that say which tests are the suite.
 _PYTEST_KEPT = ("--doctest-modules", "--doctest-continue-on-failure")
 _PYTEST_KEPT_VALUE = ("-m", "--ignore", "--import-mode", "--ignore-glob", "--deselect")
-# Words that start a command that starts another: `uv run pytest`, `xvfb-run pytest`.
-_WRAPPERS = {"uv": "run", "poetry": "run", "pdm": "run", "pipenv": "run", "hatch": "run",
-             "rye": "run"}
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,73 @@ def _has_python_tests(root: Path) -> bool:
                for pattern in _TEST_MODULES)
 
 
+# unittest files named `test.py` (`tests/test.py`), which pytest's default python_files
+# misses: the command names all three patterns.
+_UNNAMED_TEST_MODULE = "test.py"
+_ALL_TEST_FILES = "python_files=test_*.py *_test.py test.py"
+# Benchmarks pytest would collect with the tests when nothing names the test paths
+# (tabulate's tox.ini leaves `benchmark/` out by hand): their own plugins, their minutes.
+_BENCHMARK_FOLDERS = ("bench", "benchmark", "benchmarks")
+
+
+def _unnamed_test_modules(root: Path) -> bool:
+    return any((folder / _UNNAMED_TEST_MODULE).is_file()
+               and not (folder / _UNNAMED_TEST_MODULE).is_symlink()
+               for folder in _test_folders(root))
+
+
+def _benchmark_ignores(root: Path, kept: list[str]) -> list[str]:
+    """`--ignore bench` for each benchmark folder at the root, unless the configuration's
+    `testpaths` says where the tests are or `kept` ignores it already."""
+    config = pytest_config(tree_reader(root))
+    if config is not None and config.options.get("testpaths"):
+        return []
+    ignores: list[str] = []
+    for name in _BENCHMARK_FOLDERS:
+        folder = root / name
+        if folder.is_dir() and not folder.is_symlink() and not {
+                name, f"{name}/", f"--ignore={name}", f"--ignore={name}/"} & set(kept):
+            ignores += ["--ignore", name]
+    return ignores
+
+
+def _pytest_guess(root: Path) -> str | None:
+    """pytest, when its configuration or test modules are there: every test module
+    named as unittest's discovery would (`test.py` too), benchmarks left out."""
+    config = pytest_config(tree_reader(root))
+    unnamed = _unnamed_test_modules(root) and not (config and "python_files" in config.options)
+    if not (unnamed or _has_pytest_config(root) or _has_python_tests(root)):
+        return None
+    options = ["-o", _ALL_TEST_FILES] if unnamed else []
+    options += _benchmark_ignores(root, [])
+    return " ".join([PYTEST_COMMAND, *(shlex.quote(o) for o in options)])
+
+
+# A README's code line that runs a test script (`python tests/test.py`, `$ python3
+# run_tests.py`): only the command on its line, a path whose name says test.
+_README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md")
+_SCRIPT_LINE = re.compile(r"^\s*(?:[$>]\s*)?python[\d.]*\s+((?:[\w.-]+/)*[\w.-]+\.py)\s*$",
+                          re.MULTILINE)
+# A module that holds tests itself, which pytest collects when it is named.
+_DEFINES_TESTS = re.compile(r"^(class \w+\(.*TestCase\)|def test\w*\()", re.MULTILINE)
+
+
+def _readme_script(root: Path) -> TestCommand | None:
+    """The test script a README says to run: through pytest when it defines the tests
+    itself (a per-test report), else as the README runs it (judged by its exit code)."""
+    read = tree_reader(root)
+    for name in _README_NAMES:
+        for path in _SCRIPT_LINE.findall(read(name) or ""):
+            # A test path (suite_paths.py): what the verdict puts back if a change edits it.
+            script = read(path) if is_test_path(path) and ".." not in path else None
+            if script is None:
+                continue
+            command = f"{PYTEST_COMMAND} {shlex.quote(path)}" \
+                if _DEFINES_TESTS.search(script) else f"python3 {shlex.quote(path)}"
+            return TestCommand(command=command, source=name)
+    return None
+
+
 def _npm_test_script(root: Path) -> bool:
     package = tree_reader(root)("package.json")  # never a committed link's target
     if package is None:
@@ -160,8 +232,8 @@ def _runner(words: tuple[str, ...]) -> tuple[str, list[str]] | None:
         head = os.path.basename(rest[0])
         if re.match(r"^[A-Za-z_]\w*=", rest[0]) or head in ("xvfb-run", "time", "exec"):
             rest = rest[1:]
-        elif head in _WRAPPERS and rest[1:2] == [_WRAPPERS[head]]:
-            rest = rest[2:]
+        elif head in WRAPPERS and rest[1:2] == [WRAPPERS[head]]:
+            rest = wrapper_options(rest[2:])[1]  # `uv run --all-extras pytest`
         elif head == "coverage" and rest[1:2] == ["run"]:
             if "-m" not in rest:
                 return None
@@ -185,7 +257,7 @@ def _pytest_command(args: list[str], root: Path) -> str:
     the suite (doctests, ignored paths, a marker expression); the rest is the project's
     configuration's business, which pytest reads anyway."""
     kept: list[str] = []
-    pending = False
+    pending = paths = False
     for arg in args:
         if pending:
             kept.append(arg)
@@ -198,8 +270,11 @@ def _pytest_command(args: list[str], root: Path) -> str:
         elif not arg.startswith("-") and (root / arg.split("::")[0]).exists() \
                 and ".." not in Path(arg).parts and not os.path.isabs(arg):
             kept.append(arg)
+            paths = True
     if pending:
         kept.pop()
+    if not paths:  # pytest collects from the root: benchmarks too
+        kept += _benchmark_ignores(root, kept)
     return " ".join([PYTEST_COMMAND, *(shlex.quote(a) for a in kept)])
 
 
@@ -231,10 +306,7 @@ def _unittest_command(args: list[str]) -> str:
 def _declared_command(root: Path) -> TestCommand | None:
     """The first test command the project's tox.ini, noxfile.py, CI workflows or Makefile
     runs, as the harness runs it: pytest with its report, unittest through the runner."""
-    folder = root / ".github" / "workflows"
-    workflows = sorted(f".github/workflows/{p.name}" for p in folder.glob("*.y*ml")) \
-        if folder.is_dir() and not folder.is_symlink() else []
-    for declared in declared_test_commands(tree_reader(root), workflows):
+    for declared in declared_test_commands(tree_reader(root), workflow_files(root)):
         found = _runner(declared.words)
         if found is None:
             continue
@@ -258,12 +330,18 @@ def unittest_with_report(command: str, report_path: str) -> str | None:
 
 def detect_test_command(root: Path) -> TestCommand | None:
     """The test command a maintainer would run, judged from the files at the root: the
-    one the project's own tox.ini, noxfile, CI or Makefile runs, else by its files."""
+    one the project's own tox.ini, noxfile, CI, Makefile or Justfile runs, else by its
+    files: pytest's, else the test script its README runs, else another ecosystem's."""
     declared = _declared_command(root)
     if declared is not None:
         return declared
+    guessed = _pytest_guess(root)
+    if guessed is not None:
+        return TestCommand(command=guessed, source="pytest")
+    readme = _readme_script(root)
+    if readme is not None:
+        return readme
     detectors: list[tuple[str, bool, str]] = [
-        ("pytest", _has_pytest_config(root) or _has_python_tests(root), PYTEST_COMMAND),
         ("tox", (root / "tox.ini").is_file(), "tox"),
         ("nox", (root / "noxfile.py").is_file(), "nox"),
         ("npm", _npm_test_script(root), "npm test"),
@@ -275,6 +353,28 @@ def detect_test_command(root: Path) -> TestCommand | None:
         if found:
             return TestCommand(command=command, source=source)
     return None
+
+
+# How many entries `has_test_files` looks at before it takes the tree for one with tests.
+_TREE_SCAN_LIMIT = 50_000
+
+
+def has_test_files(root: Path) -> bool:
+    """Whether the tree holds any test file at all (a `tests/` folder, `test_*.py`,
+    `*.test.js`, …; suite_paths.py): without one there is nothing to judge a fix by,
+    which is another fact than a suite whose command was not found. Links and dot
+    folders are not followed; a tree past the scan's limit is taken to have tests."""
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")
+                   and not os.path.islink(os.path.join(folder, d))]
+        relative = Path(folder).relative_to(root).as_posix()
+        prefix = "" if relative == "." else f"{relative}/"
+        for name in [*files, *(f"{d}/" for d in dirs)]:
+            seen += 1
+            if is_test_path(prefix + name) or seen > _TREE_SCAN_LIMIT:
+                return True
+    return False
 
 
 @dataclass(frozen=True)

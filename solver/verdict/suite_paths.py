@@ -26,8 +26,9 @@ from solver.verdict.tamper_scan import scan
 if TYPE_CHECKING:
     from solver.verdict.suite_material import TestMaterial
 
-# Tests by path: a tests/ or test/ folder anywhere, test_*.py, *_test.go, *.test.js, ….
-TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_tests?\.\w+$|"
+# Tests by path: a tests/ or test/ folder anywhere, test_*.py, *_test.go, *.test.js, …,
+# and unittest modules named `test.py` or `tests.py` (repo_tests.py runs `test.py`).
+TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_tests?\.\w+$|tests?\.py$|"
                        r"[^/]*\.test\.\w+$|[^/]*\.spec\.\w+$|__tests__/)")
 # Files that configure how tests are found and run, at any level of the tree.
 TEST_CONFIG_NAMES = frozenset({

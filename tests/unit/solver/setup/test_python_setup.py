@@ -166,3 +166,13 @@ def test_no_version_is_given_where_the_build_finds_one(tmp_path: Path) -> None:
     plain = _tree(tmp_path / "plain", {"pyproject.toml": PROJECT})
     for root in (sdist, fallback, plain):
         assert "SETUPTOOLS_SCM_PRETEND_VERSION" not in _command(root), root.name
+
+
+def test_the_extras_a_justfiles_uv_run_installs_are_installed(tmp_path: Path) -> None:
+    # Issue 29 §1: `uv run --all-extras pytest`; the tests import the extras.
+    _tree(tmp_path, {"pyproject.toml": PROJECT + "[project.optional-dependencies]\n"
+                     "yaml = ['pyyaml']\ntoml = ['tomli-w']\n",
+                     "Justfile": "test:\n\tuv run --all-extras pytest -q\n"})
+    assert _command(tmp_path).endswith("-e '.[yaml,toml]' pytest")
+    _tree(tmp_path, {"Justfile": "test:\n\tuv run --extra toml --extra=nope pytest -q\n"})
+    assert _command(tmp_path).endswith("-e '.[toml]' pytest")

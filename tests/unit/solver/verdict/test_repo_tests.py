@@ -174,3 +174,80 @@ def test_modules_pytest_would_not_collect_are_no_test_suite(tmp_path: Path) -> N
     (root / "tests").symlink_to(other / "tests")
     (root / "pkg").symlink_to(other)
     assert detect_test_command(root) is None
+
+
+# Issue 29 §1: test commands that were not found.
+UNITTEST_MODULE = ("import unittest\n\n\nclass T(unittest.TestCase):\n"
+                   "    def test_ok(self):\n        pass\n")
+
+
+def test_unittest_files_named_test_py_are_collected_too(tmp_path: Path) -> None:
+    """`tests/test.py` is no `test_*.py`: pytest's default collection would miss it."""
+    _files(tmp_path, {"tests/test.py": UNITTEST_MODULE, "tests/test_more.py": ""})
+    found = detect_test_command(tmp_path)
+    assert found is not None and found.source == "pytest"
+    assert found.command == f"{PYTEST_COMMAND} -o 'python_files=test_*.py *_test.py test.py'"
+    # The project's own python_files is the project's word on it.
+    _files(tmp_path, {"pytest.ini": "[pytest]\npython_files = check_*.py\n"})
+    assert getattr(detect_test_command(tmp_path), "command", None) == PYTEST_COMMAND
+
+
+def test_a_readme_test_script_is_the_command_when_nothing_declares_one(
+        tmp_path: Path) -> None:
+    readme = ("# p\n\nRun the tests:\n\n```console\n$ pip install -e .\n"
+              "$ python tests/runner.py\n```\n\nSee `python example.py` too.\n")
+    _files(tmp_path, {"README.md": readme, "example.py": "",
+                      "tests/runner.py": "import sys\nsys.exit(0)\n"})
+    found = detect_test_command(tmp_path)
+    assert found is not None and found.source == "README.md"
+    assert found.command == "python3 tests/runner.py"  # run as the README says
+    # A script that defines its tests itself goes through pytest: a per-test report.
+    _files(tmp_path, {"tests/runner.py": UNITTEST_MODULE + "\nunittest.main()\n"})
+    assert getattr(detect_test_command(tmp_path), "command", None) == \
+        f"{PYTEST_COMMAND} tests/runner.py"
+
+
+def test_a_readme_line_that_is_no_test_script_is_no_command(tmp_path: Path) -> None:
+    # example.py is no test path: the verdict would not put it back, so it judges nothing.
+    _files(tmp_path, {"README.rst": "Usage::\n\n    python example.py\n    python ../x_test.py\n",
+                      "example.py": "print(1)\n"})
+    assert detect_test_command(tmp_path) is None
+
+
+def test_a_justfile_test_recipe_through_uv_run(tmp_path: Path) -> None:
+    _files(tmp_path, {"justfile": "set dotenv-load\n\nlint:\n    uv run ruff check\n\n"
+                                  "# Run the tests\ntest *args:\n"
+                                  "    uv run --all-extras --python 3.11 pytest tests "
+                                  "{{args}}\n\nversion := '1'\n",
+                      "tests/test_x.py": ""})
+    found = detect_test_command(tmp_path)
+    assert found is not None and found.source == "justfile"
+    assert found.command == f"{PYTEST_COMMAND} tests"
+
+
+def test_benchmarks_are_left_out_when_nothing_names_the_test_paths(tmp_path: Path) -> None:
+    _files(tmp_path, {"tests/test_x.py": "", "benchmarks/test_speed.py": "", "bench/b.py": ""})
+    assert getattr(detect_test_command(tmp_path), "command", None) == (
+        f"{PYTEST_COMMAND} --ignore bench --ignore benchmarks")
+    _files(tmp_path, {"tox.ini": "[testenv]\ncommands = pytest --ignore=bench\n"})
+    assert getattr(detect_test_command(tmp_path), "command", None) == (
+        f"{PYTEST_COMMAND} --ignore=bench --ignore benchmarks")
+    _files(tmp_path, {"tox.ini": "[testenv]\ncommands = pytest tests\n"})
+    assert getattr(detect_test_command(tmp_path), "command", None) == f"{PYTEST_COMMAND} tests"
+    _files(tmp_path, {"tox.ini": "[testenv]\ncommands = pytest\n",
+                      "pytest.ini": "[pytest]\ntestpaths = tests\n"})
+    assert getattr(detect_test_command(tmp_path), "command", None) == PYTEST_COMMAND
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"README.md": "docs", "pkg/__init__.py": "", "pkg/core.py": ""}, False),
+    ({"README.md": "docs", ".git/tests/test_x.py": "", "latest.py": ""}, False),
+    ({"pkg/__init__.py": "", "pkg/tests/helpers.py": ""}, True),
+    ({"src/test_core.py": ""}, True),
+    ({"test.py": ""}, True),
+    ({"web/app.test.js": ""}, True),
+])
+def test_a_tree_with_no_test_file_at_all(tmp_path: Path, files: dict[str, str],
+                                         expected: bool) -> None:
+    from solver.verdict.repo_tests import has_test_files
+    assert has_test_files(_files(tmp_path, files)) is expected
