@@ -38,7 +38,7 @@ from solver.models.llama_resident import LlamaSettings
 from solver.policy import setup_inputs_note
 from solver.repo_config import CONFIG_PATH, MAX_CANDIDATES, RepoConfigError
 from solver.report import CandidatesReport
-from solver.run import BestOfN, NoTestCommand, RunOutcome, RunRequest, Workspace, run
+from solver.run import BestOfN, NoTestCommand, NoTests, RunOutcome, RunRequest, Workspace, run
 from solver.service_report import services_text
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.verdict.evidence import NEW_FEATURE, TestEvidence
@@ -175,6 +175,10 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
                                recorder, model_for, progress)
         try:
             outcome = run(request)
+        except NoTests:
+            raise BadInput("the repository has no tests (no test file at all), so there is "
+                           "nothing to judge a fix by: add tests, or pass --test-cmd CMD") \
+                from None
         except NoTestCommand:
             raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
                            f"{CONFIG_PATH}; the harness needs the repository's tests to "

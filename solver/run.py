@@ -56,12 +56,17 @@ from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.setup.project_files import tree_reader
 from solver.setup.python_setup import infer_python_setup
 from solver.verdict.evidence import FAILS_WITH_CHANGE, NEW_FEATURE, PASSES_ON_BASE
-from solver.verdict.repo_tests import detect_test_command
+from solver.verdict.repo_tests import detect_test_command, has_test_files
 from solver.verdict.suite_paths import is_test_config, is_test_path
 
 
 class NoTestCommand(ValueError):
     """Neither the command line nor the config names a test command, and none was found."""
+
+
+class NoTests(NoTestCommand):
+    """No test command, and the tree has no test file at all (an sdist that ships none):
+    no command would help, tests would."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,8 @@ def prepare(issue: str, workspace: Path, config: RepoConfig, *,
     if test_command is None:
         test_command = config.test or getattr(detect_test_command(workspace), "command", None)
     if not test_command:
+        if not has_test_files(workspace):
+            raise NoTests("the repository has no tests")
         raise NoTestCommand("no test command found")
     limits = config.limits_over(limits).over(flags).capped(max_run_seconds)
     setup_command, setup_note = config.setup, ""

@@ -46,6 +46,7 @@ from solver.run import (
     BestOfN,
     Decision,
     NoTestCommand,
+    NoTests,
     OwnCommits,
     RunOutcome,
     RunRequest,
@@ -148,6 +149,16 @@ def transcript_path(rt: Runtime, trigger: Trigger, generation: int, candidate: i
             / f"issue-{trigger.issue_number}-run-{generation}{extra}.jsonl")
 
 
+def _no_tests_summary(exc: NoTestCommand) -> str:
+    """Why there is nothing to run: no test file at all is another fact than a suite
+    whose command was not found, and asks for another remedy."""
+    if isinstance(exc, NoTests):
+        return ("the repository has no tests (no test file at all), so there is nothing to "
+                f"judge a fix by; add tests, or set `test:` in `{CONFIG_PATH}` on the "
+                "default branch")
+    return f"no test command found; set `test:` in `{CONFIG_PATH}` on the default branch"
+
+
 def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     rt, trigger, generation, recorder = ctx.runtime, ctx.trigger, ctx.generation, ctx.recorder
     repo, status = ctx.repo, ctx.status
@@ -167,9 +178,8 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
                            config, f"{issue.title}\n\n{issue.body}".strip())
     try:
         ran = run(request)
-    except NoTestCommand:
-        status.failed(
-            f"no test command found; set `test:` in `{CONFIG_PATH}` on the default branch")
+    except NoTestCommand as exc:
+        status.failed(_no_tests_summary(exc))
         return "no_tests"
     host, result, plan = ran.host, ran.result, ran.plan
 

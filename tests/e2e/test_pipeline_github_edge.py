@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from solver.models.scripted import final_answer, think_and_call
-from tests.conftest import git
+from tests.conftest import git, make_repo
 from tests.e2e.test_pipeline import human_push, review_payload
 from tests.reliability.stack import (
     FIX_CALC,
@@ -53,7 +53,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.add_calc_repo("calc-rate-soon")
         stack.add_calc_repo("calc-no-permission")
         stack.add_calc_repo("calc-quota")
+        for name, files in NO_TESTS_REPOS.items():
+            add_plain_repo(stack, name, files)
         yield stack
+
+
+# Issue 29 §1: an sdist that ships no tests, and a project whose tests no runner finds.
+NO_TESTS_REPOS = {
+    "lib-no-tests": {"README.md": "a library\n", "pyproject.toml": "[project]\nname = 'lib'\n",
+                     "lib/__init__.py": "def f():\n    return 1\n"},
+    "lib-no-command": {"README.md": "a library\n", "lib/__init__.py": "",
+                       "lib/tests.py": "def test_f():\n    pass\n"}}
+
+
+def add_plain_repo(stack: Stack, name: str, files: dict[str, str]) -> None:
+    stack.fake.add_repo(OWNER, name, make_repo(stack.root / "repos" / name, files))
+    stack.fake.add_issue(OWNER, name, 1, "f is wrong", "It returns 1.")
+    stack.fake.set_permission(OWNER, name, MAINTAINER, "write")
 
 
 def comments(stack: Stack, repo: str, number: int = 1) -> list[str]:
@@ -162,3 +178,20 @@ def test_the_whole_hours_quota_spent_for_seconds_is_waited_out(stack: Stack) -> 
     assert refused, "the spent window was met"
     wait_for(lambda: "opened a draft pull request" in stack.status("calc-quota", 1),
              message="the status to say so")
+
+
+def test_no_tests_at_all_is_said_apart_from_no_test_command(stack: Stack) -> None:
+    """A repository with no test file at all is told so (red before: 'no test command
+    found'); one whose tests no runner finds still hears that no command was found."""
+    for name in NO_TESTS_REPOS:
+        assert stack.label(name, 1).status_code == 202
+    said = {name: wait_for(lambda name=name: [c for c in comments(stack, name)
+                                              if "could not finish" in c],
+                           message=f"{name}'s failure comment")[0]
+            for name in NO_TESTS_REPOS}
+    assert "the repository has no tests (no test file at all), so there is nothing to " \
+           "judge a fix by; add tests, or set `test:` in" in said["lib-no-tests"]
+    assert "no test command found" not in said["lib-no-tests"]
+    assert "no test command found; set `test:` in" in said["lib-no-command"]
+    assert "has no tests" not in said["lib-no-command"]
+    assert stack.fake.pulls(OWNER, "lib-no-tests") == []

@@ -64,9 +64,22 @@ def test_dirty_tree(calc_repo: Path, tmp_path: Path, script: str) -> None:
 
 
 def test_no_test_command(tmp_path: Path, script: str) -> None:
-    repo = make_repo(tmp_path / "docs", {"README.md": "just docs\n"})
+    # A test module where no runner looks (humanfriendly's kind): tests, no command.
+    repo = make_repo(tmp_path / "docs", {"README.md": "just docs\n",
+                                         "pkg/tests.py": "def test_x():\n    pass\n"})
     assert_refused(frognano(tmp_path, str(repo), "--issue", "x", "--model", script),
                    "no test command found: pass --test-cmd CMD")
+
+
+def test_a_repository_with_no_tests_at_all_is_told_so(tmp_path: Path, script: str) -> None:
+    """Issue 29 §1: an sdist that ships no tests is another fact than a command not
+    found (red before: it read 'no test command found')."""
+    repo = make_repo(tmp_path / "sdist", {"README.md": "a library\n", "PKG-INFO": "x\n",
+                                          "pyproject.toml": "[project]\nname = 'lib'\n",
+                                          "lib/__init__.py": "def f():\n    return 1\n"})
+    assert_refused(frognano(tmp_path, str(repo), "--issue", "x", "--model", script),
+                   "the repository has no tests (no test file at all), so there is nothing "
+                   "to judge a fix by: add tests, or pass --test-cmd CMD")
 
 
 def test_invalid_repo_config(calc_repo: Path, tmp_path: Path, script: str) -> None:
