@@ -343,6 +343,8 @@ class Harness:
         warnings += [f"the agent phase added or changed a start-up hook in the venv: {p} "
                      "(the verdict ran with the venv as setup left it)"
                      for p in (self.runner.venv_changes() if self.agent_ran else [])]
+        warnings += [f"setup built a file the test runs did not get: {p}"
+                     for p in self.runner.builds.left_out[:10]]
         warnings += [f"both the setup phase and the agent phase changed `{p}`: the change "
                      "keeps the agent's version" for p in (snapshot.setup_overlap
                                                            if snapshot else [])]

@@ -45,6 +45,8 @@ WHY = {
              "another later",
     "data-read": "a file the change edits and its code reads can hold the fix, or the "
                  "tests' cases, where no review of the code looks",
+    "stale-build": "compiled code is built once, by setup, from the original source: no "
+                   "test run compiled or ran this edit",
 }
 # What library code reads to learn whether it runs under a test, and who calls it.
 PROBES = frozenset({

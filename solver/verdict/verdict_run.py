@@ -40,6 +40,7 @@ from solver.verdict.junit_report import (
 )
 from solver.verdict.outside_pytest import check_outside_pytest
 from solver.verdict.repo_tests import TestVerdict
+from solver.verdict.setup_builds import SetupBuilds, record_builds, stale_build_flags
 from solver.verdict.suite_material import TestMaterial, material_from
 from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path, plan_verdict_tree
 from solver.verdict.touched import touched_tests, trace_request, write_trace_request
@@ -117,6 +118,9 @@ class VerdictRunner:
         self.private_copy = scratch / "private-after-setup"
         self.hooks_after_setup: dict[str, int] = {}
         self.setup_left_out: list[str] = []  # FIFOs, devices, too deep: not in the copy
+        # The extension modules setup built, carried into every test tree (setup_builds.py);
+        # a replay's runner reads what the run's runner recorded there.
+        self.builds = SetupBuilds.load(scratch / "built-by-setup")
 
     def capture_setup(self, venv_from: Callable[[Path], bool] | None = None) -> None:
         """Copy the private area as setup left it; every harness run starts from it.
@@ -133,6 +137,9 @@ class VerdictRunner:
                 and venv.is_dir() and not venv.is_symlink():
             self.setup_left_out += copy_tree(venv, self.private_copy / "venv")
         self.hooks_after_setup = startup_hooks(self.private_copy / "venv")
+        # Before the model's first turn: what the setup tree holds now is setup's.
+        self.builds = record_builds(self.repo.work_tree, self.repo.base_paths,
+                                   self.builds.store)
 
     def fresh_private(self, private: Path) -> Path | None:
         """A test run's private area: a copy of the one setup left, but its venv, which
@@ -166,6 +173,7 @@ class VerdictRunner:
         where = self.scratch / f"{self.runs:02d}-{label}"
         workspace, private, channel = where / "workspace", where / "private", where / "channel"
         self.repo.materialize(tree, workspace)
+        self.builds.place(workspace)  # what it leaves out, the change removed or holds
         venv = self.fresh_private(private)
         # Host-owned and bound read-only: the tests can write the FIFOs in it, never
         # remove, replace or rewrite them.
@@ -260,6 +268,8 @@ class VerdictRunner:
         # Said to the reviewer, never refused: what no test run tells from a fix.
         verdict.read_first = scan_change(snapshot.paths, self.repo.read_base,
                                          self._reader(snapshot), failing_tests(baseline))
+        verdict.read_first += stale_build_flags(snapshot.paths, self.repo.read_base,
+                                                self._reader(snapshot), self.builds.files)
         check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
         return Judgement(verdict, final, with_model_tests, snapshot, plan, reruns)
 
