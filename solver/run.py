@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from sandbox import SandboxConfig, open_sandbox
 from sandbox.services import ServiceFailed, ServiceSpec, ServiceUnavailable
 from solver import service_report
 from solver.agent.harness import Harness, RunPlan
@@ -50,8 +49,10 @@ from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, HostRepo
 from solver.limits import PRESETS, Limits
 from solver.models.base import ModelClient, Usage
 from solver.policy import bot_identity, forbidden_paths
+from solver.replay import Replay
 from solver.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from solver.report import CandidatesReport
+from solver.sandbox_recipe import SandboxRecipe
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.setup.project_files import tree_reader
 from solver.setup.python_setup import infer_python_setup
@@ -149,12 +150,9 @@ def execute(plan: RunPlan, model: ModelClient, host: HostRepo, sandbox_backend: 
     hosts its proxy may reach (the URLs themselves never enter the sandbox). `services`
     start in every sandbox of the run; one that is missing or does not start ends the
     run before setup and the agent, as `services_failed` naming it."""
-    private = host.work_tree.parent / "private"
-    private.mkdir(parents=True, exist_ok=True)
-    config = SandboxConfig(workspace=host.work_tree, private_dir=private, services=services,
-                           **package_index.sandbox_fields())
+    recipe = SandboxRecipe(sandbox_backend, services, package_index)
     started = time.monotonic()
-    sandbox = open_sandbox(sandbox_backend, config)
+    sandbox = recipe.open(recipe.config(host))
     try:
         sandbox.__enter__()  # the agent's runner, and with it the services, start here
     except (ServiceUnavailable, ServiceFailed) as exc:
@@ -323,6 +321,13 @@ class RunOutcome:
     planned: int  # candidates the run was allowed
     asked: int  # the config's `candidates`
     slots: int
+    recipe: SandboxRecipe  # the run's sandboxes', for a replay's after it
+
+    def replay(self) -> Replay:
+        """The chosen candidate's change judged again after the run (a review's, merged
+        onto a head a person pushed meanwhile), in sandboxes built as the run's."""
+        return Replay(self.host, self.result.test_command, self.plan.limits.test_timeout,
+                      self.recipe)
 
     @property
     def host(self) -> HostRepo:
@@ -383,6 +388,8 @@ class BestOf:
         self.planned = min(self.asked, spec.allowed)
         self.several = self.planned > 1
         self.base_seed = first_seed(spec.seed) if self.several else spec.seed
+        self.recipe = SandboxRecipe(request.sandbox_backend, config.services.specs(),
+                                    request.package_index)
         self.shared = LockedOutput(shared)
         self.passed, self.crashed = threading.Event(), threading.Event()
         self.hosts: dict[int, HostRepo] = {0: first_host}
@@ -421,9 +428,10 @@ class BestOf:
             events = Outputs(transcript, shared)
             if self.several:
                 events.emit(CandidateStarted(index=k, of=self.planned, seed=self.seed(k)))
-            return execute(self.plan, model, host, request.sandbox_backend, events,
-                           should_stop=self.stopping, package_index=request.package_index,
-                           services=self.config.services.specs())
+            recipe = self.recipe
+            return execute(self.plan, model, host, recipe.backend, events,
+                           should_stop=self.stopping, package_index=recipe.package_index,
+                           services=recipe.services)
 
     def run(self) -> RunOutcome:
         """Every candidate, in turn or `slots` at once; then the choice, told to `shared`."""
@@ -448,4 +456,4 @@ class BestOf:
                 candidates=[vars(summary(self.finished[k], choice.chosen))
                           for k in sorted(self.finished)]))
         return RunOutcome(self.plan, self.config, choice, self.hosts, self.models,
-                          self.planned, self.asked, slots)
+                          self.planned, self.asked, slots, self.recipe)

@@ -3,6 +3,7 @@ in the project's packages goes one way."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,41 @@ def test_the_graph_printer_shows_the_arrows_and_exits_clean() -> None:
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "solver    -> sandbox\n" in shown.stdout
     assert "every one points down the layers" in shown.stdout
+
+
+# What opens a sandbox or judges a tree in one (issue 31): the solver's alone. workers/ and
+# bot/ drive runs through solver.run (a replay through RunOutcome.replay) and never build
+# a sandbox, a verdict runner or a harness themselves.
+OPENS_A_SANDBOX = frozenset({"open_sandbox", "SandboxConfig", "SandboxRecipe", "Sandbox",
+                             "BubblewrapSandbox", "VerdictRunner", "Harness", "execute"})
+
+
+def sandbox_openers(path: Path) -> list[str]:
+    """Each name imported from the project that opens a sandbox, as `line: module.name`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] in PACKAGES:
+            found += [f"{node.lineno}: {node.module}.{alias.name}" for alias in node.names
+                      if alias.name in OPENS_A_SANDBOX or alias.name == "*"]
+        elif isinstance(node, ast.Import):
+            found += [f"{node.lineno}: {alias.name}" for alias in node.names
+                      if alias.name.split(".")[0] == "sandbox"]
+    return found
+
+
+def test_workers_and_bot_never_open_a_sandbox() -> None:
+    opened = {str(path.relative_to(ROOT)): hits for package in ("workers", "bot")
+              for path in sorted((ROOT / package).rglob("*.py"))
+              if (hits := sandbox_openers(path))}
+    assert opened == {}
+
+
+def test_the_sandbox_rule_catches_the_old_replay(tmp_path: Path) -> None:
+    """The replay's verdict as workers/publish/review.py built it before issue 31."""
+    old = tmp_path / "review.py"
+    old.write_text("from sandbox import SandboxConfig, open_sandbox\n"
+                   "from solver.verdict.verdict_run import Judgement, VerdictRunner\n"
+                   "from sandbox.trees import remove_tree\n")
+    assert sandbox_openers(old) == ["1: sandbox.SandboxConfig", "1: sandbox.open_sandbox",
+                                    "2: solver.verdict.verdict_run.VerdictRunner"]

@@ -210,7 +210,7 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
         with Transcript(transcript_path(rt, trigger, generation)) as transcript:
             return publish_review(ctx, host, result, report, ReviewChange(
                 title=pull_title(issue.title), message=message,
-                test_timeout=plan.limits.test_timeout, events=Outputs(transcript, recorder),
+                replay=ran.replay(), events=Outputs(transcript, recorder),
                 reply=ci_repair.reply_for(ctx, config) if trigger.kind == "ci" else None,
                 taken=(lambda head: ci_repair.branch_moved(ctx, head))
                 if trigger.kind == "ci" else None))

@@ -130,7 +130,9 @@ def test_a_replay_on_a_moved_head_keeps_the_models_earlier_test_edits_untrusted(
     """The replay (a person pushed while the review ran) judges the merged tree at the new
     head: that head still holds the bot's weakened `test_add`. A person's push that breaks
     `add` must be caught by the repository's test, not passed by the model's."""
-    from workers.publish.review import ReplayFailed, _replay, judge_replay
+    from solver.replay import Replay
+    from solver.sandbox_recipe import SandboxRecipe
+    from workers.publish.review import ReplayFailed, _replay
 
     record = scorecard("6zb-hostile-replay-own-tests",
                        "Hostile issue: a review's change is replayed on a head where the "
@@ -156,7 +158,7 @@ def test_a_replay_on_a_moved_head_keeps_the_models_earlier_test_edits_untrusted(
             f"+{branch_for(1)}:refs/frognano/remote-head")
         head = git(root, f"--git-dir={host.git_dir}", "rev-parse",
                    "refs/frognano/remote-head").strip()
-        judge = judge_replay("bubblewrap", host, result.test_command, 120, Outputs())
+        judge = Replay(host, result.test_command, 120, SandboxRecipe()).judge(Outputs())
         try:
             _replay(host, head, commit, branch_for(1), "note", bot_identity(BOT), judge)
             outcome = "accepted"

@@ -18,7 +18,8 @@ Two races are settled here:
 
 - **The branch moved** (a human pushed during a review run): the change is replayed on
   the new head and the merged tree goes through the run's own verdict again
-  (`review.judge_replay`), so what is pushed is what was tested. Which tests count: the
+  (`RunOutcome.replay()`, solver/replay.py: in sandboxes from the run's own recipe, its
+  test services included), so what is pushed is what was tested. Which tests count: the
   new head's, as it is. After a replay the base *is* the new head, human commits
   included, so a human's edits to tests or test configuration are trusted and run as
   they are there; the model's edits to them are put back to the new head's version

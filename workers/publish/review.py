@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 from bot.github_api import GitHubApi, NotFastForward, NotFound, RepoRef, ServerError
 from bot.messages import (
@@ -19,14 +17,13 @@ from bot.messages import (
     review_pushed,
     review_replay_failed,
 )
-from sandbox import SandboxConfig, open_sandbox
 from solver.agent.result import SolveResult
-from solver.agent.run_events import Event, EventOutput
+from solver.agent.run_events import EventOutput
 from solver.hostgit import GitError, HostRepo, Identity, Snapshot, run_git
 from solver.policy import bot_identity, branch_for, not_installed_note
+from solver.replay import JudgeReplay, Replay
 from solver.retry import Backoff, Transient, with_backoff
-from solver.verdict.repo_tests import TestVerdict
-from solver.verdict.verdict_run import Judgement, VerdictRunner
+from solver.verdict.verdict_run import Judgement
 from workers.context import RunContext
 from workers.publish.api_commit import create_commit, know_pushed
 from workers.publish.shared import (
@@ -69,33 +66,7 @@ class ReplayFailed(Exception):
         self.branch, self.head, self.judgement = branch, head, judgement
 
 
-# The verdict on a replayed tree: (the run's repository with the new head as its base, the
-# merged tree) → the harness's judgement, as for the run itself (judge_replay).
-JudgeReplay = Callable[[HostRepo, str], Judgement]
 MAX_REPLAYS = 2  # the branch moved again while the replay was being tested: once more
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplayJudged(Event):
-    """The tests re-run on a review's change replayed on the PR branch's moved head, before
-    its push. Recorded after the run's `result`: the run's transcript is appended to and
-    the run record gets it as an event, so the dashboard shows what the push was judged
-    on."""
-
-    kind: ClassVar[str] = "replay"
-    head: str  # the moved head the change was replayed on
-    baseline: TestVerdict  # the new head's own test run
-    judgement: Judgement
-    seconds: float  # the whole re-judging: baseline, the tests, the model's tests
-    test_runs: int
-
-    def fields(self) -> dict[str, Any]:
-        judged = self.judgement
-        return {"head": self.head, **judged.final.to_dict(),
-                "verdict": judged.verdict.to_dict(), "baseline": self.baseline.to_dict(),
-                "model_tests": judged.with_model_tests.to_dict()
-                if judged.with_model_tests else None,
-                "replay_seconds": round(self.seconds, 3), "test_runs": self.test_runs}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +75,9 @@ class ReviewChange:
 
     title: str  # the PR's
     message: str  # the commit's
-    test_timeout: float  # for the tests re-run on a replay
+    # The run's verdict again, on the change replayed on a moved head (solver/replay.py:
+    # the run's sandbox recipe, its services and package index with it).
+    replay: Replay
     events: EventOutput  # the run's transcript and record: they hear each replay's re-run
     # The reply once pushed, (commit, tests after it, the head replayed on) → text; None:
     # a review's (a CI repair says which checks it answers: workers/ci_repair.py).
@@ -128,9 +101,7 @@ def publish_review(ctx: RunContext, host: HostRepo, result: SolveResult, report:
         pushed = push_on_top(
             github=ctx.github, cache=ctx.runtime.repo_cache, repo=ctx.repo, host=host,
             snapshot=result.snapshot, branch=branch, message=change.message,
-            judge_replay=judge_replay(ctx.runtime.sandbox_backend, host,
-                                      result.test_command, change.test_timeout,
-                                      change.events),
+            judge_replay=change.replay.judge(change.events),
             current=ctx.is_current, replay=change.taken is None)
     except Stopped:
         return stopped(ctx)
@@ -345,36 +316,6 @@ def _replay(host: HostRepo, head: str, commit: str, branch: str, message: str,
     if not judgement.verdict.accepted:
         raise ReplayFailed(branch, head, judgement)
     return at_head.commit(tree, branch, message, identity=identity), judgement
-
-
-def judge_replay(backend: str, host: HostRepo, test_command: str, timeout: float,
-                 events: EventOutput) -> JudgeReplay:
-    """The run's verdict for a tree made after its sandbox closed: fresh sandboxes built
-    as the run's (`solver/run.py`'s execute config) with the private area as setup left
-    it (the harness's copy under `<run>/harness`), a baseline of the new head, then
-    `VerdictRunner.judge_snapshot`: the same restore of test files, the same rules. Each
-    re-run goes to `events` as a `ReplayJudged`, and to the log."""
-    run_dir = host.work_tree.parent
-
-    def judge(at_head: HostRepo, tree: str) -> Judgement:
-        started = time.monotonic()
-        config = SandboxConfig(workspace=host.work_tree, private_dir=run_dir / "private")
-        runner = VerdictRunner(None, at_head, test_command, run_dir / "harness",
-                               config=config,
-                               open_sandbox=lambda c: open_sandbox(backend, c))
-        baseline = runner.baseline(timeout)
-        snapshot = Snapshot(base=at_head.base, tree=tree, diff="",
-                            paths=at_head.changed_paths(tree), links=at_head.links(tree))
-        judged = runner.judge_snapshot(baseline, snapshot, timeout)
-        events.emit(ReplayJudged(head=at_head.base, baseline=baseline, judgement=judged,
-                                 seconds=time.monotonic() - started, test_runs=runner.runs))
-        log.info("the change replayed on %s: tests %s, %s (%.1f s for %d test runs)",
-                 at_head.base[:12], judged.final.summary(),
-                 "accepted" if judged.verdict.accepted else "refused",
-                 time.monotonic() - started, runner.runs)
-        return judged
-
-    return judge
 
 
 def _replayed_report(report: RunReport, judgement: Judgement) -> RunReport:

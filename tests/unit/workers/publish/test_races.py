@@ -19,6 +19,7 @@ from bot.github_client import GitHubAppClient
 from bot.triggers import Trigger
 from solver.hostgit import HostRepo
 from solver.policy import branch_for
+from solver.replay import JudgeReplay
 from solver.verdict.verdict_run import Judgement
 from tests.conftest import git, make_repo
 from tests.support.fake_github.server import FakeGitHub
@@ -27,7 +28,7 @@ from workers.accept import accept_trigger
 from workers.context import RunContext
 from workers.coordination import IssueCoordinator
 from workers.publish.pull import DraftPull, publish_pull
-from workers.publish.review import BranchTaken, JudgeReplay, Pushed, push_on_top
+from workers.publish.review import BranchTaken, Pushed, push_on_top
 from workers.repo_cache import RepoCache
 from workers.run_recording import RunRecorder
 from workers.runtime import Runtime
