@@ -40,7 +40,10 @@ _KEY_PLUGINS = {"timeout": "pytest-timeout", "timeout_method": "pytest-timeout",
 # pytest reads `[tool.pytest]` (not `.ini_options`) and pytest.toml from version 9 on.
 NATIVE_TOML_PYTEST = "9.0"
 _RUNS_TESTS = re.compile(r"(^|[\s/])(py\.?test|pytest)(\s|$)|-m\s+(pytest|unittest)\b"
-                         r"|(^|\s)unittest\s+discover\b")
+                         r"|(^|\s)unittest\s+discover\b"
+                         # Django's runner (solver/verdict/django_tests.py)
+                         r"|(^|[\s/])runtests\.py(\s|$)|(^|[\s/])manage\.py\s+test\b"
+                         r"|(^|[\s/])django-admin(\.py)?\s+test\b|-m\s+django\s+test\b")
 
 
 def tree_reader(root: Path) -> Reader:
@@ -124,7 +127,9 @@ class PytestConfig:
         found = [str(r) for r in required] if isinstance(required, list) \
             else str(required).split()
         found += option_plugins(self.addopts)
-        found += [plugin for key, plugin in _KEY_PLUGINS.items() if key in self.options]
+        # An ini file's keys come lower-cased, TOML's as written (DJANGO_SETTINGS_MODULE).
+        keys = {str(key).lower() for key in self.options}
+        found += [plugin for key, plugin in _KEY_PLUGINS.items() if key in keys]
         return list(dict.fromkeys(found))
 
 

@@ -367,11 +367,24 @@ def _add_test_requirements(root: Path, plan: _Plan) -> None:
     known = plan.names()
     plan.add([p for p in dict.fromkeys(plugins) if requirement_name(p) not in known],
              "the pytest plugins its configuration names")
+    _add_django(root, plan, plugins)
     minimum = pytest_minimum(read)
     if minimum is not None:
         plan.add([f"pytest>={minimum[0]}"], f"pytest>={minimum[0]} ({minimum[1]})")
     elif "pytest" not in known:
         plan.add(["pytest"], "pytest")
+
+
+def _add_django(root: Path, plan: _Plan, plugins: list[str]) -> None:
+    """Django beside pytest-django, which does not require it, when the project does not
+    declare it (one pip run: a project's own `Django>=…` in setup.py still wins)."""
+    if "pytest-django" not in {requirement_name(p) for p in plugins}:
+        return
+    declared = _pyproject(root).get("project", {}).get("dependencies", [])
+    names = plan.names() | {requirement_name(str(r)) for r in
+                            (declared if isinstance(declared, list) else [])}
+    if "django" not in names:
+        plan.add(["Django"], "Django (pytest-django needs it and does not require it)")
 
 
 def fix_line(setup_command: str | None, add: list[str]) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from xml.parsers import expat
 
+from solver.verdict.django_tests import django_with_report
 from solver.verdict.repo_tests import unittest_with_report
 
 REPORT_MAX_BYTES = 64 * 1024 * 1024  # one write of the report
@@ -95,8 +96,10 @@ def report_request(command: str, inside_dir: str, token: str,
         folder, report = guard
         exports += (f"export PYTHONPATH={shlex.quote(folder)}${{PYTHONPATH:+:$PYTHONPATH}} "
                     f"FROGNANO_GUARD_REPORT={shlex.quote(report)}\n")
-        # unittest has no report of its own: the guard folder's runner writes junit.
-        command = unittest_with_report(command, path) or command
+        # unittest has no report of its own, Django's runner none the harness can ask
+        # for: the guard folder's runners write junit.
+        command = unittest_with_report(command, path) or django_with_report(command, path) \
+            or command
     return ReportRequest("junit", exports + command, path)
 
 

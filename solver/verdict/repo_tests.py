@@ -22,6 +22,7 @@ from solver.setup.project_files import (
     workflow_files,
     wrapper_options,
 )
+from solver.verdict.django_tests import detect_django, django_command
 from solver.verdict.suite_paths import is_test_path
 
 PYTEST_COMMAND = "python3 -m pytest -rA -p no:cacheprovider"
@@ -307,6 +308,9 @@ def _declared_command(root: Path) -> TestCommand | None:
     """The first test command the project's tox.ini, noxfile.py, CI workflows or Makefile
     runs, as the harness runs it: pytest with its report, unittest through the runner."""
     for declared in declared_test_commands(tree_reader(root), workflow_files(root)):
+        django = django_command(declared.words, root)
+        if django is not None:
+            return TestCommand(command=django, source=declared.source)
         found = _runner(declared.words)
         if found is None:
             continue
@@ -335,6 +339,9 @@ def detect_test_command(root: Path) -> TestCommand | None:
     declared = _declared_command(root)
     if declared is not None:
         return declared
+    django = detect_django(root)  # before pytest's guess, which has no settings
+    if django is not None:
+        return TestCommand(command=django, source="django")
     guessed = _pytest_guess(root)
     if guessed is not None:
         return TestCommand(command=guessed, source="pytest")
