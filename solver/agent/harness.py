@@ -207,7 +207,8 @@ class Harness:
             self.events.emit(SetupDone(command=command or "", note=note, result=setup))
             how = "timed out" if setup.timed_out else f"failed with exit code {setup.exit_code}"
             return (f"setup command `{command}` {how}" + (f" ({note})" if note else "")
-                + setup_failure_hint(command, setup.stdout + setup.stderr)) \
+                + setup_failure_hint(command, setup.stdout + setup.stderr,
+                                     bytes_reader(self.repo.read_base))) \
                 + describe_refusals(setup.network_log)
         try:
             writes = self.repo.finish_setup()

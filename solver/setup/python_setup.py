@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import posixpath
 import re
 import shlex
 import tomllib
@@ -35,6 +36,7 @@ from dependency_groups import resolve as resolve_group
 
 from solver.setup.poetry import groups as poetry_groups
 from solver.setup.project_files import (
+    Reader,
     declared_test_commands,
     declared_tox_env,
     pytest_config,
@@ -232,21 +234,70 @@ def requirement_files(root: Path) -> list[str]:
     return found
 
 
-def _file_requirements(root: Path, name: str, depth: int = 0) -> list[str]:
+@dataclass(frozen=True)
+class RequirementLine:
+    file: str  # relative to the root
+    number: int  # from 1, as pip counts them
+    text: str
+
+
+def _file_requirements(read: Reader, name: str, depth: int = 0) -> list[RequirementLine]:
     """Requirement lines of a file and the files it includes (`-r`), in the tree only."""
-    path = (root / name).resolve()
-    if depth > 3 or not path.is_file() or not path.is_relative_to(root.resolve()):
-        return []
-    lines: list[str] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    name = posixpath.normpath(name)
+    text = read(name) if depth <= 3 and not name.startswith(("..", "/")) else None
+    lines: list[RequirementLine] = []
+    for number, line in enumerate((text or "").splitlines(), 1):
         line = line.split(" #")[0].strip()
         include = re.match(r"^(?:-r|--requirement)[=\s]*(\S+)", line)
         if include:
-            lines += _file_requirements(root, str(path.parent.relative_to(root.resolve())
-                                                  / include.group(1)), depth + 1)
+            lines += _file_requirements(read, posixpath.join(posixpath.dirname(name),
+                                                             include.group(1)), depth + 1)
         elif line and not line.startswith(("#", "-")):
-            lines.append(line)
+            lines.append(RequirementLine(name, number, line))
     return lines
+
+
+# A requirement pip fetches with git (`name @ git+https://host/…`, `git+https://…#egg=x`):
+# from the host it names, which the setup phase's proxy refuses unless an operator lists it.
+_VCS_REQUIREMENT = re.compile(r"(?:^|[\s@])git\+(?:https?|ssh|git)://(?:[^/@\s]+@)?([^/:\s]+)")
+
+
+def _venv_command(args: list[str], scm: bool) -> str:
+    """The venv, and one pip run installing `args` (with a version for setuptools-scm)."""
+    pip = f"SETUPTOOLS_SCM_PRETEND_VERSION={SCM_PLACEHOLDER_VERSION} " if scm else ""
+    return (f"python3 -m venv {VENV} && {pip}"
+            f"{VENV}/bin/python -m pip install " + " ".join(shlex.quote(a) for a in args))
+
+
+def git_requirements(read: Reader, files: list[str]) -> list[tuple[RequirementLine, str]]:
+    """The git requirements of these requirement files (and their `-r` includes), each
+    with the host it is cloned from."""
+    return [(line, host.group(1)) for name in files for line in _file_requirements(read, name)
+            if (host := _VCS_REQUIREMENT.search(line.text))]
+
+
+def git_requirements_said(found: list[tuple[RequirementLine, str]]) -> str:
+    """Which lines, from where, and the setting that lets the setup phase reach it."""
+    hosts = ",".join(sorted({host for _, host in found}))
+    where = "; ".join(f"{line.file} line {line.number} (`{line.text}`)" for line, _ in found[:3])
+    return (f"{where} is cloned with git from {hosts.replace(',', ', ')}, which the setup "
+            f"phase reaches only with FROGNANO_SETUP_EGRESS_HOSTS={hosts}")
+
+
+def _git_requirements_note(root: Path, plan: _Plan, scm: bool) -> str:
+    """Where the requirement files name a git requirement, and the two ways through: its
+    host on FROGNANO_SETUP_EGRESS_HOSTS, or the same setup without it."""
+    read = tree_reader(root)
+    files = [plan.args[i + 1] for i, arg in enumerate(plan.args[:-1]) if arg == "-r"]
+    found = git_requirements(read, files)
+    if not found:
+        return ""
+    kept = [line.text for name in files for line in _file_requirements(read, name)
+            if not _VCS_REQUIREMENT.search(line.text)]
+    args = [a for i, a in enumerate(plan.args) if a != "-r"
+            and (i == 0 or plan.args[i - 1] != "-r")] + kept + plan.added
+    without = fix_line(_venv_command(args, scm), [])
+    return f"; {git_requirements_said(found)}; or write the setup without it: `{without}`"
 
 
 def _installable(root: Path) -> str | None:
@@ -291,7 +342,7 @@ def _add_files(root: Path, plan: _Plan, files: list[str]) -> None:
     fresh = [name for name in files if name not in plan.args and read(name) is not None]
     for name in fresh:
         plan.args += ["-r", name]
-        plan.declared += _file_requirements(root, name)
+        plan.declared += [line.text for line in _file_requirements(read, name)]
     if fresh:
         plan.said.append(", ".join(fresh))
 
@@ -309,12 +360,10 @@ def infer_python_setup(root: Path) -> InferredSetup | None:
         _project_args(root, source, plan)
     _add_files(root, plan, files)
     _add_test_requirements(root, plan)
-    args = plan.args + plan.added
     scm = source is not None and _needs_scm_version(root)
-    pip = f"SETUPTOOLS_SCM_PRETEND_VERSION={SCM_PLACEHOLDER_VERSION} " if scm else ""
-    command = (f"python3 -m venv {VENV} && {pip}"
-               f"{VENV}/bin/python -m pip install " + " ".join(shlex.quote(a) for a in args))
+    command = _venv_command(plan.args + plan.added, scm)
     note = "inferred (no `setup:` given): a venv with " + " and ".join(plan.said)
+    note += _git_requirements_note(root, plan, scm)
     if scm:
         note += (f"; the version setuptools-scm would read from git given as "
                  f"{SCM_PLACEHOLDER_VERSION} (setup runs without .git, and there is no PKG-INFO)")

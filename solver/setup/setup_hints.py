@@ -17,7 +17,7 @@ from solver.setup.project_files import (
     pytest_minimum,
     version_below,
 )
-from solver.setup.python_setup import fix_line
+from solver.setup.python_setup import fix_line, git_requirements, git_requirements_said
 
 # Import names whose package is named otherwise on PyPI.
 MODULE_PACKAGES = {"yaml": "pyyaml", "PIL": "pillow", "dateutil": "python-dateutil",
@@ -87,9 +87,35 @@ def pytest_version_problem(output: str, read: Reader | None,
             f"project's configuration" + _line(setup_command, [f"pytest>={minimum[0]}"]))
 
 
-def setup_failure_hint(command: str, output: str) -> str:
-    """Why pip failed, when it says so: a requirement the index does not have, and the
-    same setup without it when it is one of the setup's own words."""
+# pip's clone of a `git+https://host/…` requirement, and its failure.
+_GIT_CLONE = re.compile(r"Cloning (\w+://(?:[^/\s@]+@)?([^/:\s]+)\S*)")
+_CLONE_FAILED = re.compile(r"git clone .* did not run successfully|^\s*fatal: ", re.MULTILINE)
+
+
+def _git_clone_hint(command: str, output: str, read: Reader | None) -> str:
+    """A git requirement pip could not clone: which line of which requirement file (read
+    from the tree when the setup names it with `-r`), and what lets it through."""
+    clone = _GIT_CLONE.search(output)
+    if not clone or not _CLONE_FAILED.search(output):
+        return ""
+    words = command.split()
+    files = [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-r", "--requirement")]
+    found = git_requirements(read, [f.strip("'\"") for f in files]) if read else []
+    host = clone.group(2)
+    said = git_requirements_said(found) if found else (
+        f"it is cloned from {host}, which the setup phase reaches only with "
+        f"FROGNANO_SETUP_EGRESS_HOSTS={host}")
+    return (f"; pip could not clone the git requirement `{clone.group(1)}`: {said}; or "
+            "write a `setup:` line without it")
+
+
+def setup_failure_hint(command: str, output: str, read: Reader | None = None) -> str:
+    """Why pip failed, when it says so: a git requirement it could not clone (`read`
+    gives the tree's requirement files, to name the line), a requirement the index does
+    not have, and the same setup without it when it is one of the setup's own words."""
+    cloned = _git_clone_hint(command, output, read)
+    if cloned:
+        return cloned
     found = _NOT_ON_INDEX.search(output)
     if not found:
         return ""

@@ -176,3 +176,18 @@ def test_the_extras_a_justfiles_uv_run_installs_are_installed(tmp_path: Path) ->
     assert _command(tmp_path).endswith("-e '.[yaml,toml]' pytest")
     _tree(tmp_path, {"Justfile": "test:\n\tuv run --extra toml --extra=nope pytest -q\n"})
     assert _command(tmp_path).endswith("-e '.[toml]' pytest")
+
+
+def test_a_git_requirement_is_named_before_setup_runs(tmp_path: Path) -> None:
+    # Issue 29 §1: the inferred setup's note names the line, its host and the way round.
+    _tree(tmp_path, {"pyproject.toml": PROJECT,
+                     "requirements-test.txt": "pytest\n# unreleased\n"
+                                              "git+https://gitlab.example/h/helpers.git#egg=h\n"})
+    setup = infer_python_setup(tmp_path)
+    assert setup is not None and setup.command.endswith("-e . -r requirements-test.txt")
+    assert setup.note.endswith(
+        "; requirements-test.txt line 3 (`git+https://gitlab.example/h/helpers.git#egg=h`) "
+        "is cloned with git from gitlab.example, which the setup phase reaches only with "
+        "FROGNANO_SETUP_EGRESS_HOSTS=gitlab.example; or write the setup without it: `setup: "
+        "python3 -m venv /frognano/venv && /frognano/venv/bin/python -m pip install -e . "
+        "pytest`")

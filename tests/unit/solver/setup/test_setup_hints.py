@@ -78,3 +78,31 @@ def test_setup_failure_names_the_package_the_index_lacks() -> None:
         f"setup without it: `{FIXED} pytest`")
     declared = setup_failure_hint(INFERRED, output.replace("pytidylib", "zensical"))
     assert "FROGNANO_PIP_INDEX_URL" in declared
+
+
+# pip's output when the setup phase's proxy refuses the clone (a real run's, trimmed).
+GIT_CLONE_OUTPUT = (
+    "Collecting helpers@ git+https://github.com/example/helpers.git@main\n"
+    "  Cloning https://github.com/example/helpers.git (to revision main) to /tmp/pip-x\n"
+    "  Running command git clone --filter=blob:none --quiet "
+    "https://github.com/example/helpers.git /tmp/pip-x\n"
+    "  fatal: unable to access 'https://github.com/example/helpers.git/': CONNECT tunnel "
+    "failed, response 403\n  error: subprocess-exited-with-error\n")
+
+
+def test_a_git_requirement_that_was_not_cloned_is_named_with_its_line() -> None:
+    """Issue 29 §1: pip says only 'exit 1'; the hint names the file, the line and the two
+    ways through (the host on FROGNANO_SETUP_EGRESS_HOSTS, or a setup without it)."""
+    files = {"requirements/ci.txt": "-r base.txt\npytest\n",
+             "requirements/base.txt": "attrs\n# unreleased\n"
+                                      "helpers @ git+https://github.com/example/helpers.git@main\n"}
+    hint = setup_failure_hint("pip install -r requirements/ci.txt", GIT_CLONE_OUTPUT, files.get)
+    assert hint == (
+        "; pip could not clone the git requirement `https://github.com/example/helpers.git`: "
+        "requirements/base.txt line 3 (`helpers @ git+https://github.com/example/helpers.git"
+        "@main`) is cloned with git from github.com, which the setup phase reaches only with "
+        "FROGNANO_SETUP_EGRESS_HOSTS=github.com; or write a `setup:` line without it")
+    # A requirement on the command line itself: the host, from pip's own words.
+    assert "FROGNANO_SETUP_EGRESS_HOSTS=github.com" in setup_failure_hint(
+        "pip install git+https://github.com/example/helpers.git", GIT_CLONE_OUTPUT, None)
+    assert setup_failure_hint("pip install x", GIT_CLONE_OUTPUT.split("  fatal")[0]) == ""
