@@ -88,7 +88,7 @@ def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
     # No "pytest" in the path: it is the runner's, seen in `__main__` and `sys.orig_argv`.
     where = runner.scratch / f"{runner.runs:02d}-plain-run"
     workspace, private, channel = where / "workspace", where / "private", where / "channel"
-    runner.repo.materialize(tree, workspace)
+    runner.materialize(tree, workspace)
     venv = runner.fresh_private(private)
     channel.mkdir(mode=0o755)
     shutil.copy(RUNNER, channel / RUNNER.name)

@@ -141,6 +141,13 @@ class VerdictRunner:
         self.builds = record_builds(self.repo.work_tree, self.repo.base_paths,
                                    self.builds.store)
 
+    def materialize(self, tree: str, workspace: Path) -> None:
+        """A test run's tree: `tree` from the host's git objects, and the extension
+        modules setup built (setup_builds.py; what they leave out, the change removed or
+        holds itself)."""
+        self.repo.materialize(tree, workspace)
+        self.builds.place(workspace)
+
     def fresh_private(self, private: Path) -> Path | None:
         """A test run's private area: a copy of the one setup left, but its venv, which
         the run gets bound read-only (`SandboxConfig.venv_ro`, returned here): copying its
@@ -172,8 +179,7 @@ class VerdictRunner:
         self.runs += 1
         where = self.scratch / f"{self.runs:02d}-{label}"
         workspace, private, channel = where / "workspace", where / "private", where / "channel"
-        self.repo.materialize(tree, workspace)
-        self.builds.place(workspace)  # what it leaves out, the change removed or holds
+        self.materialize(tree, workspace)
         venv = self.fresh_private(private)
         # Host-owned and bound read-only: the tests can write the FIFOs in it, never
         # remove, replace or rewrite them.

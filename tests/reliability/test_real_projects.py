@@ -47,7 +47,35 @@ class Project:
     # Why the run is not accepted yet (an open part of issue 20): a strict xfail, so the
     # case goes red the day it passes and the mark must go.
     known_gap: str = ""
+    # Tests of compiled code (an extension module setup builds): they must run in the
+    # verdict, and pass, never be skipped for want of the extension.
+    compiled: tuple[str, ...] = ()
 
+
+# The mandatory extension's C source: `total(values)`, the sum of a sequence of ints.
+FASTSUM_C = """#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *total(PyObject *self, PyObject *values) {
+    PyObject *fast = PySequence_Fast(values, "total() takes a sequence");
+    if (fast == NULL) return NULL;
+    long sum = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+        long value = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (value == -1 && PyErr_Occurred()) { Py_DECREF(fast); return NULL; }
+        sum += value;
+    }
+    Py_DECREF(fast);
+    return PyLong_FromLong(sum);
+}
+
+static PyMethodDef methods[] = {{"total", total, METH_O, "The sum of the ints."},
+                                {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastsum._core", NULL, -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }
+"""
 
 PROJECTS = {
     "toolz": Project("toolz", "toolz-1.0.0-planted.tar.gz",
@@ -240,6 +268,44 @@ PROJECTS = {
         needs=("pytest-benchmark",),
         shape="setuptools-scm, src/ layout, tox.ini's `testing` extra and [pytest] section "
               "(minversion 8.0, `testing/`); pytest itself depends on it"),
+    # Issue 29 §1: a C extension the editable install builds in place (src/markupsafe/
+    # _speedups.c); every test runs once with `_native` and once with `_speedups`, which
+    # is skipped where the extension is not in the tree the tests run on.
+    "markupsafe": Project(
+        "markupsafe", "markupsafe-3.0.3-planted.tar.gz",
+        ("tests/test_escape.py::test_proxy[markupsafe._native]",
+         "tests/test_escape.py::test_proxy[markupsafe._speedups]"),
+        ("src/markupsafe/__init__.py", "    return Markup(_escape_inner(s))\n\n\n",
+         "    return Markup(_escape_inner(str(s)))\n\n\n"),
+        compiled=("tests/test_escape.py::test_proxy[markupsafe._speedups]",
+                  "tests/test_ext_init.py::test_ext_init[markupsafe._speedups]",
+                  "tests/test_markupsafe.py::test_escape_silent[markupsafe._speedups]"),
+        shape="setup.py building an optional C extension (`_speedups.c`), src/ layout, "
+              "each test run with the Python and the C implementation"),
+    # Issue 29 §1: an extension module the package cannot do without (no fallback): with
+    # no build in the tree the tests run on, every test module fails to import.
+    "mandatory-extension": Project(
+        "fastsum", "", ("tests/test_fastsum.py::test_mean",),
+        ("fastsum/__init__.py", "(len(values) + 1)", "len(values)"),
+        compiled=("tests/test_fastsum.py::test_total",),
+        shape="setup.py `Extension` the package imports with no fallback, flat layout "
+              "(written by the test)", files={
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+                              'build-backend = "setuptools.build_meta"\n\n[project]\n'
+                              'name = "fastsum"\nversion = "1.0"\n\n[tool.setuptools]\n'
+                              'packages = ["fastsum"]\n',
+            "setup.py": "from setuptools import Extension, setup\n\n"
+                        'setup(ext_modules=[Extension("fastsum._core", '
+                        '["fastsum/_core.c"])])\n',
+            "fastsum/_core.c": FASTSUM_C,
+            "fastsum/__init__.py": "from fastsum._core import total  # no fallback\n\n\n"
+                                   "def mean(values):\n"
+                                   "    return total(values) / (len(values) + 1)\n",
+            "tests/test_fastsum.py": "from fastsum import mean, total\n\n\n"
+                                     "def test_total():\n"
+                                     "    assert total([1, 2, 3]) == 6\n\n\n"
+                                     "def test_mean():\n"
+                                     "    assert mean([1, 2, 3]) == 2\n"}),
 }
 
 
@@ -256,6 +322,7 @@ CORPUS_ONLY = {
     "six": "toolz (setup.py, setup.cfg)",
     "colorama": "markdown (unittest classes)",
     "iniconfig": "dependency-groups (a PEP 735 group), pluggy (pytest depends on it)",
+    "mandatory-extension": "markupsafe (a C extension setup builds, whose tests must run)",
 }
 
 
@@ -395,4 +462,6 @@ def test_real_project_without_config_is_set_up_and_fixed(name: str, tmp_path: Pa
     assert result["verdict"]["read_first"] == [], "an honest fix is not flagged"
     # The planted bug's failing tests are the evidence: they fail on the base, pass here.
     assert set(project.failing) <= set(reproducing(result["verdict"])), result["verdict"]
+    compiled = {test: result["final"]["tests"].get(test) for test in project.compiled}
+    assert all(status == "passed" for status in compiled.values()), compiled
     assert len(solved.branches) == 1 and project.fix[2] in solved.fixed
