@@ -268,6 +268,58 @@ PROJECTS = {
         needs=("pytest-benchmark",),
         shape="setuptools-scm, src/ layout, tox.ini's `testing` extra and [pytest] section "
               "(minversion 8.0, `testing/`); pytest itself depends on it"),
+    # Issue 29 §1: a reusable Django app whose tests run with its own runtests.py, as
+    # tox.ini runs it (`coverage run … ./runtests.py --testrunner xmlrunner…`): Django's
+    # runner with the settings runtests.py names, a SQLite test database, per test.
+    "django-filter": Project(
+        "django-filter", "django-filter-26.2-planted.tar.gz",
+        ("tests/test_utils.py::VerboseLookupExprTests::test_verbose_expression",
+         "tests/test_utils.py::VerboseLookupExprTests::test_missing_keys"),
+        ("django_filters/utils.py", '    return " ".join(lookups[:1])\n',
+         '    return " ".join(lookups)\n'),
+        needs=("django", "djangorestframework"), command="python3 runtests.py",
+        shape="flit, a Django app's runtests.py that tox.ini runs under coverage, "
+              "requirements/test.txt, a SQLite test database"),
+    # Issue 29 §1: pytest-django, its settings module in `[tool.pytest.ini_options]` as TOML
+    # keeps it (`DJANGO_SETTINGS_MODULE`), neither it nor Django declared; a `django_db`
+    # test on pytest-django's test database.
+    "pytest-django": Project(
+        "tagline", "", ("tests/test_tagline.py::test_tagline",
+                        "tests/test_tagline.py::test_page_heading"),
+        ("tagline/__init__.py", 'f"{title} - {settings.SITE_NAME}"',
+         'f"{title} | {settings.SITE_NAME}"'),
+        needs=("pytest-django", "django"), shape="hatchling, pytest-django's "
+        "`DJANGO_SETTINGS_MODULE` in pyproject.toml, no Django declared (written by the test)",
+        files={
+            "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\n'
+                              'build-backend = "hatchling.build"\n\n[project]\n'
+                              'name = "tagline"\nversion = "1.0"\n\n'
+                              '[tool.pytest.ini_options]\n'
+                              'DJANGO_SETTINGS_MODULE = "site_settings"\n'
+                              'testpaths = ["tests"]\n',
+            "site_settings.py": 'SECRET_KEY = "not-a-secret"\nINSTALLED_APPS = ["tagline"]\n'
+                                'DATABASES = {"default": {"ENGINE": '
+                                '"django.db.backends.sqlite3", "NAME": "db.sqlite3"}}\n'
+                                'SITE_NAME = "Example"\nUSE_TZ = True\n',
+            "tagline/__init__.py": "from django.conf import settings\n\n\n"
+                                   "def tagline(title):\n"
+                                   '    """The page title with the site\'s name."""\n'
+                                   "    if not title:\n        return settings.SITE_NAME\n"
+                                   '    return f"{title} - {settings.SITE_NAME}"\n',
+            "tagline/models.py": "from django.db import models\n\nfrom tagline import "
+                                 "tagline\n\n\nclass Page(models.Model):\n"
+                                 "    title = models.CharField(max_length=100)\n\n"
+                                 "    def heading(self):\n        return tagline(self.title)\n",
+            "tests/test_tagline.py": "import pytest\n\nfrom tagline import tagline\n"
+                                     "from tagline.models import Page\n\n\n"
+                                     "def test_tagline():\n"
+                                     '    assert tagline("Home") == "Home | Example"\n\n\n'
+                                     "def test_empty_title():\n"
+                                     '    assert tagline("") == "Example"\n\n\n'
+                                     "@pytest.mark.django_db\ndef test_page_heading():\n"
+                                     '    page = Page.objects.create(title="About")\n'
+                                     "    assert Page.objects.get(pk=page.pk).heading() == "
+                                     '"About | Example"\n'}),
     # Issue 29 §1: a C extension the editable install builds in place (src/markupsafe/
     # _speedups.c); every test runs once with `_native` and once with `_speedups`, which
     # is skipped where the extension is not in the tree the tests run on.
