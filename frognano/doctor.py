@@ -101,19 +101,24 @@ def check_database(settings: BotSettings) -> Check:
 
 def check_model(settings: BotSettings) -> list[Check]:
     fix = "frognano model pull, then export FROGNANO_MODEL=\"$(frognano model path)\""
-    model = settings.model
-    if not model:
+    from solver.models.spec import ModelSpec, ModelSpecError
+
+    if not settings.model:
         return [Check("model", "fail", "FROGNANO_MODEL is not set", fix)]
-    if model.startswith(("http://", "https://")):
+    try:
+        model = ModelSpec.parse(settings.model)
+    except ModelSpecError as exc:
+        return [Check("model", "fail", str(exc), fix)]
+    if model.served:
         return [Check("model", "ok", f"OpenAI-compatible server {model} (not probed)")]
-    if model.startswith("scripted:"):
+    if model.kind == "scripted":
         return [Check("model", "warn", f"{model} is a scripted model, for tests",
                       fix)]
     from solver.models.base import ModelLoadError
     from solver.models.gguf_file import read_gguf_info
 
     try:
-        info = read_gguf_info(Path(model))
+        info = read_gguf_info(model.path)
     except ModelLoadError as exc:
         return [Check("model", "fail", str(exc), fix)]
     checks = [Check("model", "ok", f"{info.path} ({info.architecture}, "

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from bot.settings import BotSettings
 from frognano.gpus import scan_gpus
 from solver.limits import PRESETS, ContextChoice, Limits, ModelHost, choose_context
+from solver.models.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +27,11 @@ def model_host(settings: BotSettings, environ: Mapping[str, str], *, copies: int
     """Where an in-process GGUF's weights and cache live: the smallest GPU the worker may
     be pinned to (nvidia-smi), else this host's memory (`memory_bytes` in its place);
     None for a model in another process (a server, a script) or a file not there."""
-    spec = settings.model or ""
-    if not spec or spec.startswith(("http://", "https://", "scripted:")):
+    spec = ModelSpec.read(settings.model)
+    if spec is None or not spec.in_process:
         return None
     try:
-        weights = Path(spec).stat().st_size
+        weights = spec.path.stat().st_size
     except OSError:
         return None
     kv = settings.kv_cache_type

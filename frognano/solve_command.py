@@ -32,8 +32,8 @@ from solver.local_solve import (
     slugify,
     unique_branch,
 )
-from solver.models import ModelSpecError, build_model, check_model_slots
-from solver.models.base import ModelClient, Sampling
+from solver.models import ModelMaker, ModelSpec, ModelSpecError, check_model_slots
+from solver.models.base import ModelClient
 from solver.models.llama_resident import LlamaSettings
 from solver.policy import setup_inputs_note
 from solver.repo_config import CONFIG_PATH, MAX_CANDIDATES, RepoConfigError
@@ -193,13 +193,9 @@ def _model_factory(opts: SolveOptions) -> Callable[[int | None], ModelClient]:
                                  "n_gpu_layers": opts.n_gpu_layers})
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    check_model_slots(opts.model, opts.model_slots)
-
-    def model_for(seed: int | None) -> ModelClient:
-        return build_model(opts.model, Sampling(seed=seed), llama,
-                           chat_template=opts.chat_template)
-
-    return model_for
+    spec = ModelSpec.parse(opts.model)
+    check_model_slots(spec, opts.model_slots)
+    return ModelMaker(spec, llama, opts.chat_template)
 
 
 def _run_request(opts: SolveOptions, repo: Path, run_dir: Path, transcript_path: Path,

@@ -50,6 +50,7 @@ from frognano.supervisor import (
     StopRequests,
     Supervisor,
 )
+from solver.models.spec import ModelSpec
 
 SETUP_TOKEN_ENV = "FROGNANO_SETUP_TOKEN"  # from `up` to its receiver child only
 
@@ -294,7 +295,8 @@ def _start_workers(supervisor: Supervisor, settings: BotSettings, env: dict[str,
                              essential=False), env)
     # A model server (an http(s) URL) holds the GPUs itself; an in-process model is
     # loaded by every run worker, so those are spread over the GPUs.
-    served = (settings.model or "").startswith(("http://", "https://"))
+    spec = ModelSpec.read(settings.model)
+    served = spec is not None and spec.served
     run_workers, placed = plan_run_workers(workers_per_gpu,
                                            None if served else scan_gpus(os.environ))
     for worker in run_workers:

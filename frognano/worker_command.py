@@ -29,8 +29,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     from frognano.model_host import run_limits
     from frognano.models import llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
-    from solver.models import ModelSpecError, build_model, check_model_slots
-    from solver.models.base import ModelClient, Sampling
+    from solver.models import ModelMaker, ModelSpec, ModelSpecError, check_model_slots
     from solver.setup.package_index import PackageIndex
     from workers.repo_cache import RepoCache
     from workers.runtime import Runtime
@@ -42,8 +41,8 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
                                 "GITHUB_PRIVATE_KEY_PATH); see the README's GitHub App setup")
     if not settings.model:
         raise WorkerConfigError("set FROGNANO_MODEL to a GGUF path or an OpenAI-compatible URL")
-    model_spec = settings.model
     try:
+        model_spec = ModelSpec.parse(settings.model)
         check_model_slots(model_spec, settings.model_slots)
     except ModelSpecError as exc:
         raise WorkerConfigError(str(exc)) from exc
@@ -58,14 +57,10 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     except RunStoreUnavailable as exc:
         raise WorkerConfigError(str(exc)) from exc
 
-    def model_factory(seed: int | None = None) -> ModelClient:
-        return build_model(model_spec, Sampling(seed=seed), llama,
-                           chat_template=settings.chat_template)
-
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
         redis=redis.Redis.from_url(settings.redis_url),
-        model_factory=model_factory,
+        model_factory=ModelMaker(model_spec, llama, settings.chat_template),
         repo_cache=RepoCache(settings.state_dir / "repos"),
         work_dir=settings.work_dir,  # the same default as `solve`'s (bot/settings.py)
         transcripts_dir=settings.state_dir / "transcripts",
@@ -131,8 +126,10 @@ def _warn_if_not_pinned(settings: BotSettings) -> None:
     """An in-process model on a worker that sees several GPUs is split over all of them by
     llama.cpp: each of its pool processes' models, on every GPU at once."""
     from frognano.gpus import scan_gpus
+    from solver.models.spec import ModelSpec
 
-    if (settings.model or "").startswith(("http://", "https://")):
+    spec = ModelSpec.read(settings.model)
+    if spec is not None and spec.served:
         return  # the model server holds the GPUs
     gpus = scan_gpus(os.environ).gpus
     if len(gpus) > 1:

@@ -27,7 +27,7 @@ from solver.best_of import (
     summary,
 )
 from solver.hostgit import Snapshot
-from solver.models import ModelSpecError, build_model
+from solver.models import ModelSpec, ModelSpecError, build_model
 from solver.models.base import Sampling, Usage
 from solver.repo_config import RepoConfigError, parse_repo_config
 from solver.report import CandidateLine, CandidatesReport
@@ -244,11 +244,11 @@ def test_a_scripted_model_replays_one_script_per_seed(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps([["zero"], ["one"], ["two"]]))
     for seed, text in ((0, "zero"), (4, "one"), (None, "zero")):
-        model = build_model(f"scripted:{script}", Sampling(seed=seed))
+        model = build_model(ModelSpec.parse(f"scripted:{script}"), Sampling(seed=seed))
         assert model._steps == [text] and model.seed == seed  # type: ignore[attr-defined]
     script.write_text(json.dumps([["a"], "b"]))
     with pytest.raises(ModelSpecError, match="one per seed"):
-        build_model(f"scripted:{script}", Sampling(seed=1))
+        build_model(ModelSpec.parse(f"scripted:{script}"), Sampling(seed=1))
 
 
 def test_the_dashboard_shows_which_candidate_won() -> None:

@@ -25,7 +25,7 @@ from tests.support.paths import FIXTURES
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
 
-from solver.models import ModelSpecError, build_model
+from solver.models import ModelSpec, ModelSpecError, build_model
 from solver.models.base import (
     ContextOverflow,
     ModelLoadError,
@@ -394,13 +394,15 @@ def test_a_bare_gguf_generates_with_a_template_file(tmp_path: Path) -> None:
 
 def test_build_model_with_a_template_file(gemma_gguf: Path, tmp_path: Path) -> None:
     settings = LlamaSettings(n_ctx=512, n_threads=2)
-    model = build_model(str(gemma_gguf), Sampling(), settings, chat_template=FIXTURE_TEMPLATE)
+    gguf = ModelSpec.parse(str(gemma_gguf))
+    model = build_model(gguf, Sampling(), settings, chat_template=FIXTURE_TEMPLATE)
     assert isinstance(model, LlamaCppModel)
     assert model.chat_template == FIXTURE_TEMPLATE.read_text(encoding="utf-8")
     with pytest.raises(ModelSpecError, match=r"no chat template.*--chat-template FILE"):
-        build_model(str(gemma_gguf), Sampling(), settings)
+        build_model(gguf, Sampling(), settings)
     with pytest.raises(ModelSpecError, match=r"applies only to a \.gguf"):
-        build_model("http://127.0.0.1:9/v1", Sampling(), chat_template=FIXTURE_TEMPLATE)
+        build_model(ModelSpec.parse("http://127.0.0.1:9/v1"), Sampling(),
+                    chat_template=FIXTURE_TEMPLATE)
 
 
 @pytest.mark.parametrize(("content", "error"), [
