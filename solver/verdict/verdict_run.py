@@ -274,7 +274,7 @@ class VerdictRunner:
         # Said to the reviewer, never refused: what no test run tells from a fix.
         verdict.read_first = scan_change(snapshot.paths, self.repo.read_base,
                                          self._reader(snapshot), failing_tests(baseline))
-        verdict.read_first += [] and stale_build_flags(snapshot.paths, self.repo.read_base,
+        verdict.read_first += stale_build_flags(snapshot.paths, self.repo.read_base,
                                                 self._reader(snapshot), self.builds.files)
         check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
         return Judgement(verdict, final, with_model_tests, snapshot, plan, reruns)
