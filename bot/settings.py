@@ -334,6 +334,12 @@ class SetupSettings(BaseSettings):
                     "together; past it the least recently used entries go first, while "
                     "a setup stores a download too (one it cannot make room for is served "
                     "and not kept). 0: no cap.")
+    setup_installer: Literal["uv", "pip"] = Field(
+        default="uv", alias="FROGNANO_SETUP_INSTALLER",
+        description="Who installs an inferred setup: `uv` (the `uv` package's binary, bound "
+                    "read-only into the setup phase, through the same index endpoint and "
+                    "proxy; pip in a fresh venv where uv fails, said in the setup note) or "
+                    "`pip` alone. A repository's own `setup:` runs as written.")
     setup_fetch_max_gb: float = Field(
         default=0.0, ge=0, alias="FROGNANO_SETUP_FETCH_MAX_GB",
         description="Bytes one setup may fetch through the package index endpoint (cache "

@@ -13,6 +13,19 @@ if TYPE_CHECKING:
     from sandbox.services import ServiceSpec
 
 
+# The setup phase's uv cache, in the private area: the setup's own, on disk (uv links
+# the venv's files from it), removed by the host once the setup ends (runner_client.py),
+# so no run's cache reaches another and nothing of it is copied into the test runs.
+UV_CACHE_NAME = "uv-cache"
+
+
+def setup_tool_env(private_inside: str) -> dict[str, str]:
+    """uv's variables in the setup phase besides its indexes (PackageSources.sandbox_env):
+    its per-setup cache, no Python downloads, no progress bars in the captured output."""
+    return {"UV_CACHE_DIR": f"{private_inside}/{UV_CACHE_NAME}", "UV_PYTHON_DOWNLOADS": "never",
+            "UV_NO_PROGRESS": "1"}
+
+
 class SandboxError(Exception):
     """Infrastructure failure of the sandbox itself (not a failing tool call)."""
 
@@ -102,6 +115,9 @@ class SandboxConfig:
     # what setup was given. Never a secret: setup runs the repository's code.
     setup_env: dict[str, str] = field(default_factory=dict)
     setup_ro_binds: list[Path] = field(default_factory=list)
+    # Programs the setup phase alone finds on its PATH, right after the venv's (uv, for
+    # the inferred setup: solver/setup/installer.py): host files, bound read-only.
+    setup_tools: tuple[Path, ...] = ()
     # A host-owned venv bound read-only over the private area's `venv` (the harness's
     # test runs: the venv as setup left it, with no copy of its thousands of files per
     # run, and nothing the code under test can change in it); None: the private area's.

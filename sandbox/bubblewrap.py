@@ -20,7 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sandbox import cgroup, seccomp
-from sandbox.base import SandboxConfig, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox.base import (
+    SandboxConfig,
+    SandboxError,
+    SandboxLimits,
+    SandboxUnavailable,
+    setup_tool_env,
+)
 from sandbox.egress import (
     EgressPolicy,
     EgressProxy,
@@ -45,6 +51,7 @@ RUNNER_INSIDE = "/run/frognano/runner.py"
 EGRESS_INSIDE = "/run/frognano/egress.sock"
 EGRESS_PORT = 3128  # inside the setup sandbox's own network namespace: nobody else's
 INDEX_INSIDE = "/run/frognano/index.sock"
+TOOLS_INSIDE = "/run/frognano/bin"  # the setup phase's tools (uv), on its PATH
 TMPFS_INSIDE = ("/tmp", "/dev/shm")  # memory, not disk: counted against memory_bytes
 log = logging.getLogger(__name__)
 # Top-level system paths that are symlinks into /usr on merged-/usr distributions.
@@ -237,7 +244,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             chown_tree(private, self.uid, self.gid, skip=set())
         venv_ro = [self.config.venv_ro] if self.config.venv_ro is not None else []
         for path in (workspace, private, RUNNER_PATH, self._host_files,
-                     *self.config.extra_ro_binds, *self.config.setup_ro_binds, *venv_ro):
+                     *self.config.extra_ro_binds, *self.config.setup_ro_binds,
+                     *self.config.setup_tools, *venv_ro):
             if not reachable(path, self.uid, self.gid):
                 raise SandboxUnavailable(
                     f"{path} is not reachable by the sandbox uid {self.uid}: every parent "
@@ -268,6 +276,10 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         if index is not None:
             env.update(self.config.package_sources.sandbox_env(
                 f"http://127.0.0.1:{INDEX_PORT}"))
+        env.update(setup_tool_env(PRIVATE))
+        if self.config.setup_tools:  # found before the system's, after the venv's own
+            path = self.environment()["PATH"].split(":")
+            env["PATH"] = ":".join([*path[:1], TOOLS_INSIDE, *path[1:]])
         env.update(self.config.setup_env)
         return env
 
@@ -306,6 +318,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
             argv += ["--ro-bind", str(egress), EGRESS_INSIDE]
         if index is not None:
             argv += ["--ro-bind", str(index), INDEX_INSIDE]
+        for tool in self.config.setup_tools if network else ():
+            argv += ["--ro-bind", os.path.realpath(tool), f"{TOOLS_INSIDE}/{tool.name}"]
         # After /tmp and /var/tmp exist: an extra bind may live under either. Inside,
         # /var/tmp is a link to /tmp, which bwrap does not create mount points through:
         # /var/tmp/x is bound at /tmp/x, where the link leads.
@@ -415,7 +429,8 @@ class BubblewrapSandbox(RunnerBackedSandbox):
         if self._host_files is None:  # used again after close()
             self._host_files = host_files(self.uid, self.gid)
         sources: list[str | Path] = [*self.prefixes, *self.config.extra_ro_binds,
-                                     *self.config.setup_ro_binds, RUNNER_PATH,
+                                     *self.config.setup_ro_binds, *self.config.setup_tools,
+                                     RUNNER_PATH,
                                      *([self.config.venv_ro] if self.config.venv_ro else [])]
         for source in sources:
             real = Path(os.path.realpath(source))

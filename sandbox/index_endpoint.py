@@ -131,14 +131,22 @@ class PackageSources:
         return tuple(dict.fromkeys(host for host in hosts if host))
 
     def sandbox_env(self, base: str) -> dict[str, str]:
-        """pip's variables inside the sandbox: this endpoint's paths only."""
-        env = {"PIP_INDEX_URL": f"{base}/i/0/"}
-        if self.extra_index_urls:
-            env["PIP_EXTRA_INDEX_URL"] = " ".join(
-                f"{base}/i/{k}/" for k in range(1, len(self.extra_index_urls) + 1))
-        if self.find_links:
-            env["PIP_FIND_LINKS"] = " ".join(f"{base}/l/{k}/"
-                                             for k in range(len(self.find_links)))
+        """pip's and uv's variables inside the sandbox: this endpoint's paths only. uv
+        takes pip's view of several indexes (the best version among all of them, not the
+        first index that has the project), and gives up on a failing one where pip goes
+        on: the inferred setup's fallback is pip (solver/setup/installer.py)."""
+        extra = " ".join(f"{base}/i/{k}/" for k in range(1, len(self.extra_index_urls) + 1))
+        links = [f"{base}/l/{k}/" for k in range(len(self.find_links))]
+        env = {"PIP_INDEX_URL": f"{base}/i/0/", "UV_DEFAULT_INDEX": f"{base}/i/0/",
+               "UV_INDEX_STRATEGY": "unsafe-best-match",
+               # The endpoint already tries each upstream fetch twice; at most 16
+               # downloads at once, well within its MAX_CONNECTIONS.
+               "UV_HTTP_RETRIES": "1", "UV_CONCURRENT_DOWNLOADS": "16"}
+        if extra:
+            env["PIP_EXTRA_INDEX_URL"] = env["UV_INDEX"] = extra
+        if links:
+            env["PIP_FIND_LINKS"] = " ".join(links)
+            env["UV_FIND_LINKS"] = ",".join(links)
         return env
 
 
@@ -494,6 +502,14 @@ class _Handler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 self.answer(502, why.encode(), "text/plain", reason="index endpoint failed")
 
+    def do_HEAD(self) -> None:  # uv's probe before it reads a wheel's metadata by ranges
+        """A file link's headers, no Accept-Ranges among them: uv then fetches the whole
+        file by GET, as pip does (a 501 here failed its install). Nothing is fetched for a
+        HEAD, and only a link a served page holds is a 200; no body either way."""
+        self.send_response(200 if self.endpoint.knows_file(self.path) else 404)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+
     def answer(self, status: int, body: bytes, content_type: str, *,
                reason: str | None = None) -> None:
         phrase = printable(reason, 200).encode("latin-1", "replace").decode("latin-1") \
@@ -556,6 +572,14 @@ class IndexEndpoint(SocketService):
             self._send_file(handler, number, name)
         else:
             raise UpstreamError(404, "no such page")
+
+    def knows_file(self, path: str) -> bool:
+        """Whether `path` names a file (or its metadata) that a served page links to."""
+        kind, _, rest = urlsplit(path).path.lstrip("/").partition("/")
+        link_id, _, name = rest.partition("/")
+        link = self.links.get(link_id) if kind == "f" else None
+        return link is not None and unquote(name) in (link.filename,
+                                                      link.filename + ".metadata")
 
     def _project_page(self, index: str, name: str) -> bytes:
         project = canonical_name(name)

@@ -11,9 +11,11 @@ import logging
 import os
 import resource
 import socket
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
-from sandbox.base import SandboxConfig, SandboxLimits
+from sandbox.base import SandboxConfig, SandboxLimits, setup_tool_env
 from sandbox.bubblewrap import interpreter
 from sandbox.egress import EgressPolicy, NetworkLog
 from sandbox.index_endpoint import IndexEndpoint
@@ -48,6 +50,7 @@ class LocalSandbox(RunnerBackedSandbox):
         self.workdir = str(config.workspace.resolve())
         self.python, _ = interpreter()
         self._ports: ServicePorts | None = None
+        self._tools: Path | None = None  # links to the setup tools, for its PATH
         log.warning(
             "UNSAFE sandbox backend 'unsafe-local': model-chosen commands run UNCONFINED "
             "as uid %d in %s, with network access. Use it for development only; use "
@@ -58,6 +61,22 @@ class LocalSandbox(RunnerBackedSandbox):
         if self._ports is None:
             self._ports = ServicePorts(postgresql=_free_port(), redis=_free_port())
         return self._ports
+
+    def close(self) -> None:
+        super().close()
+        if self._tools is not None:
+            remove_tree(self._tools)
+            self._tools = None
+
+    def _tools_dir(self) -> Path:
+        """A host directory holding a link to each setup tool (uv): its own place on the
+        setup phase's PATH, which the directory the tool came from (a venv's bin, its
+        python3 among them) would not be."""
+        if self._tools is None:
+            self._tools = Path(tempfile.mkdtemp(prefix="frognano-tools-"))
+            for tool in self.config.setup_tools:
+                os.symlink(os.path.realpath(tool), self._tools / tool.name)
+        return self._tools
 
     def _prepare(self) -> None:
         for sub in ("home", "venv"):
@@ -81,6 +100,9 @@ class LocalSandbox(RunnerBackedSandbox):
             if index_port:
                 env.update(self.config.package_sources.sandbox_env(
                     f"http://127.0.0.1:{index_port}"))
+            env.update(setup_tool_env(str(private)))
+            if self.config.setup_tools:
+                env["PATH"] = f"{private}/venv/bin:{self._tools_dir()}:{host_path}"
             env.update(self.config.setup_env)
         return env
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import services
-from sandbox.base import ExecResult, SandboxConfig, SandboxError, ToolResult
+from sandbox.base import UV_CACHE_NAME, ExecResult, SandboxConfig, SandboxError, ToolResult
 from sandbox.disk_quota import DiskQuotaExceeded, DiskWatch
 from sandbox.egress import NetworkLog
 from sandbox.services import ServicePorts
@@ -446,6 +446,8 @@ class RunnerBackedSandbox:
                     result = exec_failure(exc, seconds, usage)
         finally:
             runner.close()
+            # uv's cache of this setup (base.UV_CACHE_NAME): the venv holds what it needs.
+            remove_tree(self.config.private_dir / UV_CACHE_NAME)
         self._enforce_quota(watch)
         if runner.network_log is not None:
             result = dataclasses.replace(result, network_log=runner.network_log.lines())

@@ -53,6 +53,7 @@ from solver.replay import Replay
 from solver.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from solver.report import CandidatesReport
 from solver.sandbox_recipe import SandboxRecipe
+from solver.setup.installer import with_installer
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.setup.project_files import tree_reader
 from solver.setup.python_setup import infer_python_setup
@@ -118,9 +119,10 @@ _NO_FLAGS = Limits()
 def prepare(issue: str, workspace: Path, config: RepoConfig, *,
             test_command: str | None = None, limits: Limits = PRESETS["evaluation"],
             flags: Limits = _NO_FLAGS, guidance: str = "",
-            max_run_seconds: float | None = None) -> RunPlan:
+            max_run_seconds: float | None = None, installer: str = "pip") -> RunPlan:
     """The plan of one run. Test command: `test_command` (a flag) > `test:` >
-    autodetection; setup: `setup:` > one inferred for a Python project; limits: `flags`
+    autodetection; setup: `setup:` > one inferred for a Python project, installed by
+    `installer` (solver/setup/installer.py); limits: `flags`
     (the fields set) > config > `limits` (the preset), the wall time capped at
     `max_run_seconds` (the worker's ceiling). `workspace` holds the setup tree
     (`open_workspace`), so nothing here reads a file the model wrote."""
@@ -135,6 +137,7 @@ def prepare(issue: str, workspace: Path, config: RepoConfig, *,
     if not setup_command:
         inferred = infer_python_setup(workspace)
         if inferred is not None:
+            inferred = with_installer(inferred, installer)
             setup_command, setup_note = inferred.command, inferred.note
     return RunPlan(issue=issue, test_command=test_command, limits=limits,
                    setup_command=setup_command, setup_note=setup_note, guidance=guidance)
@@ -370,7 +373,8 @@ def run(request: RunRequest) -> RunOutcome:
     config = request.read_config(host)
     plan = prepare(request.issue, host.work_tree, config, test_command=request.test_command,
                    limits=request.limits, flags=request.flags, guidance=request.guidance,
-                   max_run_seconds=request.max_run_seconds)
+                   max_run_seconds=request.max_run_seconds,
+                   installer=request.package_index.setup_installer())
     shared = request.on_planned(plan, host)
     return BestOf(request, plan, config, host, shared).run()
 

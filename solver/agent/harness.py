@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sandbox.base import Sandbox, SandboxError
@@ -45,6 +45,7 @@ from solver.hostgit import GitError, HostRepo, Snapshot
 from solver.limits import Limits
 from solver.models.base import ModelClient
 from solver.setup import venv_cache
+from solver.setup.installer import FALLBACK_NOTE, fell_back
 from solver.setup.project_files import Reader, bytes_reader
 from solver.setup.setup_hints import (
     missing_module_hint,
@@ -203,6 +204,9 @@ class Harness:
                 return f"setup command `{command}` was stopped by the sandbox: {exc}"
             if cache is not None and setup.ok:  # before the agent phase can touch the venv
                 setup = cache.store(setup)
+            if fell_back(setup.stdout):  # uv failed, pip ran: the note says so (installer.py)
+                note += FALLBACK_NOTE
+                self.plan = replace(self.plan, setup_note=note)
         if setup is not None and not setup.ok:
             self.events.emit(SetupDone(command=command or "", note=note, result=setup))
             how = "timed out" if setup.timed_out else f"failed with exit code {setup.exit_code}"

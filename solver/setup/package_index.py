@@ -7,6 +7,8 @@ download cache lives in the state directory, shared by every run and written by 
 alone, under the cap both setup caches share even while a setup runs, and each setup may
 fetch at most FROGNANO_SETUP_FETCH_MAX_GB through the endpoint (the sandbox's disk quota
 by default). The egress proxy's host list is the indexes' hosts plus the operator's.
+The inferred setup's installer (FROGNANO_SETUP_INSTALLER, solver/setup/installer.py): uv,
+whose binary the setup phase gets read-only, with pip as its fallback; or pip alone.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Protocol
 
 from sandbox.egress import OutboundProxy
 from sandbox.index_endpoint import PYPI_SIMPLE, PackageSources, redact
+from solver.setup.installer import uv_binary
 
 CACHE_DIR_NAME = "package-cache"
 VENV_CACHE_DIR_NAME = "venv-cache"  # solver/setup/venv_cache.py
@@ -37,6 +40,7 @@ class IndexSettings(Protocol):
     setup_venv_cache: bool
     setup_cache_max_gb: float
     setup_fetch_max_gb: float
+    setup_installer: str
 
 
 def _items(text: str | None) -> tuple[str, ...]:
@@ -56,6 +60,8 @@ class PackageIndex:
     venv_cache_dir: Path | None = None
     cache_max_bytes: int = 0  # both caches together; 0: no cap
     fetch_max_bytes: int = 0  # what one setup may fetch; 0: the sandbox's disk quota
+    installer: str = "pip"  # the inferred setup's: "uv" (pip its fallback) or "pip"
+    tools: tuple[Path, ...] = ()  # programs the setup phase finds on its PATH (uv)
 
     @classmethod
     def from_settings(cls, settings: IndexSettings) -> PackageIndex:
@@ -72,7 +78,14 @@ class PackageIndex:
                    venv_cache_dir=state / VENV_CACHE_DIR_NAME if settings.setup_venv_cache
                    else None,
                    cache_max_bytes=int(settings.setup_cache_max_gb * 1024**3),
-                   fetch_max_bytes=int(settings.setup_fetch_max_gb * 1024**3))
+                   fetch_max_bytes=int(settings.setup_fetch_max_gb * 1024**3),
+                   installer=settings.setup_installer,
+                   tools=tuple(found for found in (uv_binary(),) if found is not None))
+
+    def setup_installer(self) -> str:
+        """The inferred setup's installer: uv when asked for and its binary is there."""
+        has_uv = any(tool.name == "uv" for tool in self.tools)
+        return "uv" if self.installer == "uv" and has_uv else "pip"
 
     def __repr__(self) -> str:  # a URL may hold a token: never in a log line or a trace
         return redact(f"PackageIndex({self.index_url!r}, {self.extra_index_urls!r}, "
@@ -87,7 +100,8 @@ class PackageIndex:
         """The SandboxConfig fields for the setup phase's network."""
         return {"package_sources": self.sources(), "egress_hosts": self.egress_hosts,
                 "egress_allow": self.egress_allow,
-                "outbound_proxy": OutboundProxy(self.https_proxy, self.no_proxy)}
+                "outbound_proxy": OutboundProxy(self.https_proxy, self.no_proxy),
+                "setup_tools": self.tools}
 
 
 NO_INDEX = PackageIndex()  # PyPI through the index endpoint, no cache

@@ -165,6 +165,37 @@ def test_credentials_go_to_their_own_origin_only(wheel: Path, tmp_path: Path) ->
                                "agent": "frognano-index", "sent": None}]
 
 
+def head(url: str) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def test_uvs_head_probe_gets_headers_and_no_range_and_fetches_nothing(wheel: Path) -> None:
+    """uv asks for a wheel's headers before reading its metadata by ranges (a 501 failed
+    its install): a file a served page links to gets a 200 without Accept-Ranges, so uv
+    fetches it whole by GET, as pip does; nothing is read or charged to the setup's
+    budget for a HEAD; any other path is a 404."""
+    sources = PackageSources("http://127.0.0.1:9/unused/", find_links=(str(wheel.parent),))
+    with endpoint(sources, quota_bytes=wheel.stat().st_size) as (base, log):
+        page = get(f"{base}/l/0/")[1]
+        href = re.search(rb'href="([^"#]+)', page).group(1).decode()  # type: ignore[union-attr]
+        found = [head(base + href), head(base + href + ".metadata")]
+        unknown = [head(f"{base}/f/{'0' * 32}/{wheel.name}"), head(f"{base}/i/0/x/"),
+                   head(base + href.replace(wheel.name, "other-1.0-py3-none-any.whl"))]
+        # The budget is the wheel's size: a HEAD that charged it would leave no room.
+        status, body, _ = get(base + href)
+    for status_head, headers, content in found:
+        assert status_head == 200 and content == b"", headers
+        assert "Accept-Ranges" not in headers
+    assert [status_head for status_head, _, _ in unknown] == [404, 404, 404]
+    assert status == 200 and body == wheel.read_bytes()
+    assert log.lines() == ()
+
+
 def test_find_links_directories_are_listed(tmp_path: Path, wheel: Path) -> None:
     with endpoint(PackageSources(find_links=(str(tmp_path),))) as (base, _):
         page = get(f"{base}/l/0/")[1]
@@ -180,7 +211,12 @@ def test_sandbox_variables_name_the_endpoint_only() -> None:
     assert sources.sandbox_env("http://127.0.0.1:3141") == {
         "PIP_INDEX_URL": "http://127.0.0.1:3141/i/0/",
         "PIP_EXTRA_INDEX_URL": "http://127.0.0.1:3141/i/1/ http://127.0.0.1:3141/i/2/",
-        "PIP_FIND_LINKS": "http://127.0.0.1:3141/l/0/"}
+        "PIP_FIND_LINKS": "http://127.0.0.1:3141/l/0/",
+        # uv (the inferred setup's installer) the same paths, and pip's view of them.
+        "UV_DEFAULT_INDEX": "http://127.0.0.1:3141/i/0/",
+        "UV_INDEX": "http://127.0.0.1:3141/i/1/ http://127.0.0.1:3141/i/2/",
+        "UV_FIND_LINKS": "http://127.0.0.1:3141/l/0/", "UV_INDEX_STRATEGY": "unsafe-best-match",
+        "UV_HTTP_RETRIES": "1", "UV_CONCURRENT_DOWNLOADS": "16"}
     assert sources.hosts() == ("pypi.corp", "x.example")
     assert PackageSources().hosts() == ("pypi.org", "files.pythonhosted.org")
     assert redact(f"see https://ci:{TOKEN}@pypi.corp/simple and http://a@b/") == \

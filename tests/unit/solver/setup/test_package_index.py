@@ -91,3 +91,40 @@ def test_setup_installs_from_a_private_index_it_never_sees(backend: str) -> None
         assert "PIP_INDEX_URL" not in seen, seen
     if backend == "bubblewrap":  # the file:// index is read by the host, never bound
         assert "No such file or directory" in setup.stdout, setup
+
+
+UV_INSTALL = ('uv venv -q "$HOME/v" && uv pip install -q --python "$HOME/v/bin/python" '
+              'corp-helper 2>&1 | tail -2 && "$HOME/v/bin/python" -c '
+              '"import corp_helper; print(corp_helper.VALUE)"; command -v uv; '
+              'ls -d "$UV_CACHE_DIR"; : > "$(command -v uv)" || echo uv-read-only')
+UV_PROBE = "command -v uv; echo UV_CACHE_DIR=${UV_CACHE_DIR-}; ls /run/frognano/bin 2>&1"
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
+def test_uv_in_setup_reaches_the_same_private_index_and_leaves_no_cache() -> None:
+    """uv, bound read-only into the setup phase alone, installs from a private index
+    through the same endpoint as pip (the token and the URL never inside), with a cache
+    of the setup's own that the host removes after it (issue 29 §2). Bubblewrap only: the
+    unsafe-local backend's login shell takes Debian's PATH from /etc/profile, so there
+    the inferred setup's `uv` is not found and pip, its fallback, installs."""
+    index_settings = PackageIndex.from_settings(BotSettings(_env_file=None))
+    with reachable_dir() as root:
+        wheel = make_wheel(root, "corp-helper", "1.0", "VALUE = 42\n")
+        with private_index(TOKEN, [wheel]) as index:
+            config = SandboxConfig(workspace=make_git_workspace(root),
+                                   private_dir=root / "private",
+                                   package_sources=PackageSources(index.url),
+                                   setup_tools=index_settings.tools)
+            with open_sandbox("bubblewrap", config) as sandbox:
+                install = sandbox.exec(UV_INSTALL, network=True, timeout=120)
+                left = sorted(p.name for p in (root / "private").iterdir())
+                agent = sandbox.run_tool("Bash", {"command": UV_PROBE})
+    assert install.ok and "42\n" in install.stdout, install
+    assert any(r["path"].startswith("/files/corp_helper") and r["authorized"]
+               for r in index.requests), index.requests
+    assert TOKEN not in install.stdout + install.stderr
+    assert "uv-read-only" in install.stdout, install
+    assert "uv-cache" in install.stdout and "uv-cache" not in left, left
+    assert "UV_CACHE_DIR=\n" in agent  # the setup phase's alone
+    assert "/run/frognano/bin/uv\n" in install.stdout, install
+    assert "/run/frognano/bin/uv" not in agent and "No such file" in agent, agent
