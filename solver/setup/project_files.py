@@ -30,6 +30,17 @@ _OPTION_PLUGINS = (
     (re.compile(r"^--benchmark-"), "pytest-benchmark"),
     (re.compile(r"^--reruns\b"), "pytest-rerunfailures"),
     (re.compile(r"^--randomly-"), "pytest-randomly"),
+    # Lint plugins the configuration turns on itself: without them pytest does not start
+    # (the inferred setup leaves them out otherwise, solver/setup/lint_plugins.py).
+    (re.compile(r"^--ruff(-format)?$"), "pytest-ruff"),
+    (re.compile(r"^--mypy$"), "pytest-mypy"),
+    (re.compile(r"^--flake8$"), "pytest-flake8"),
+    (re.compile(r"^--black$"), "pytest-black"),
+    (re.compile(r"^--isort$"), "pytest-isort"),
+    (re.compile(r"^--pylint$"), "pytest-pylint"),
+    (re.compile(r"^--pycodestyle$"), "pytest-pycodestyle"),
+    (re.compile(r"^--pydocstyle$"), "pytest-pydocstyle"),
+    (re.compile(r"^--mccabe$"), "pytest-mccabe"),
 )
 # Configuration keys that only a plugin reads.
 _KEY_PLUGINS = {"timeout": "pytest-timeout", "timeout_method": "pytest-timeout",

@@ -14,7 +14,10 @@ project's own pins win:
 - the pytest plugins that its pytest configuration alone names (`--cov`, `-n`,
   `--timeout`, `required_plugins`, …);
 - pytest itself when nothing above declares it, at least the version the configuration
-  needs (`minversion`; pytest 9 for a native `[tool.pytest]` table).
+  needs (`minversion`; pytest 9 for a native `[tool.pytest]` table);
+- but no lint, type or format plugin (pytest-ruff, pytest-mypy, pytest-checkdocs,
+  pytest-enabler, …) that the configuration does not turn on: an extra that lists one
+  goes in by its other requirements (solver/setup/lint_plugins.py).
 The venv has no system site packages: Debian's pytest 7.2 would otherwise stand in for
 an undeclared pytest and fail a `minversion = 8.0` project, or ignore its `[tool.pytest]`.
 The command is recorded as inferred, in the transcript and the PR body, so a maintainer
@@ -34,6 +37,7 @@ from pathlib import Path
 
 from dependency_groups import resolve as resolve_group
 
+from solver.setup.lint_plugins import LeftOut, split_extras
 from solver.setup.poetry import groups as poetry_groups
 from solver.setup.project_files import (
     Reader,
@@ -87,6 +91,7 @@ class _Plan:
     declared: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)  # requirement strings given to pip
     said: list[str] = field(default_factory=list)
+    left_out: LeftOut = field(default_factory=LeftOut)  # lint plugins (lint_plugins.py)
 
     def add(self, requirements: list[str] | tuple[str, ...], why: str) -> None:
         fresh = [r for r in requirements if r not in self.added and r not in self.declared]
@@ -312,9 +317,18 @@ def _installable(root: Path) -> str | None:
     return None
 
 
+def _project_name(root: Path) -> str:
+    """The project's normalised name, from pyproject.toml or setup.cfg ("" unknown)."""
+    name = _pyproject(root).get("project", {}).get("name")
+    cfg = _setup_cfg(root)
+    if not isinstance(name, str) and cfg is not None and cfg.has_section("metadata"):
+        name = cfg["metadata"].get("name")
+    return requirement_name(name) if isinstance(name, str) else ""
+
+
 def _project_args(root: Path, source: str, plan: _Plan) -> None:
     """`-e .[extras]`: the test extras, and those of the tox environment that runs the
-    tests."""
+    tests; an extra that lists a lint plugin goes in by its other requirements."""
     extras = project_extras(root)
     chosen = test_sets(extras)
     tox = declared_tox_env(tree_reader(root))
@@ -322,12 +336,17 @@ def _project_args(root: Path, source: str, plan: _Plan) -> None:
     asked = _command_extras(root)
     chosen += [e for e in (list(extras) if "*" in asked else asked)
                if e not in chosen and e in extras]
-    for extra in chosen:
+    split = split_extras(extras, chosen, _project_name(root), plan.left_out)
+    for extra in split.whole:
         plan.declared += extras.get(extra, [])
-    plan.args += ["-e", f".[{','.join(chosen)}]" if chosen else "."]
-    named = " and ".join(f"`{e}`" for e in chosen)
+    plan.args += ["-e", f".[{','.join(split.whole)}]" if split.whole else "."]
+    named = " and ".join(f"`{e}`" for e in split.whole)
     plan.said.append(f"the project ({source}) editable" + (
-        f" with its {named} extra{'s' if len(chosen) > 1 else ''}" if chosen else ""))
+        f" with its {named} extra{'s' if len(split.whole) > 1 else ''}"
+        if split.whole else ""))
+    named = " and ".join(f"`{e}`" for e in split.split)
+    plan.add(split.by_name, f"the other requirements of its {named} "
+                            f"extra{'s' if len(split.split) > 1 else ''}")
 
 
 def _command_extras(root: Path) -> tuple[str, ...]:
@@ -363,6 +382,7 @@ def infer_python_setup(root: Path) -> InferredSetup | None:
     scm = source is not None and _needs_scm_version(root)
     command = _venv_command(plan.args + plan.added, scm)
     note = "inferred (no `setup:` given): a venv with " + " and ".join(plan.said)
+    note += plan.left_out.note()
     note += _git_requirements_note(root, plan, scm)
     if scm:
         note += (f"; the version setuptools-scm would read from git given as "
@@ -398,24 +418,28 @@ def _add_test_requirements(root: Path, plan: _Plan) -> None:
     after what the project declares (its pins still win: one resolver run)."""
     groups = dependency_groups(root)
     for group in test_sets(groups):
-        plan.add(groups[group], f"its `{group}` dependency group")
+        plan.add(plan.left_out.drop(groups[group], f"the `{group}` group"),
+                 f"its `{group}` dependency group")
     poetry = poetry_groups(_pyproject(root))
     for group in test_sets({name: found.requirements for name, found in poetry.items()}):
         left_out = poetry[group].left_out
         more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
-        plan.add(poetry[group].requirements, f"its Poetry `{group}` group" + (
+        plan.add(plan.left_out.drop(poetry[group].requirements, f"the Poetry `{group}` "
+                                    "group"), f"its Poetry `{group}` group" + (
             f" (left out: {', '.join(left_out[:5])}{more}; a path, git or url dependency, "
             "or no package name)" if left_out else ""))
     read = tree_reader(root)
     tox = declared_tox_env(read)
     if tox is not None:
         _add_files(root, plan, list(tox.requirement_files))
-        plan.add(tox.deps, f"the deps of tox.ini's [{tox.name}]")
+        plan.add(plan.left_out.drop(tox.deps, f"tox.ini's [{tox.name}]"),
+                 f"the deps of tox.ini's [{tox.name}]")
     config = pytest_config(read)
     plugins = [*(config.plugins if config else ()), *(tox.plugins if tox else ())]
     known = plan.names()
     plan.add([p for p in dict.fromkeys(plugins) if requirement_name(p) not in known],
              "the pytest plugins its configuration names")
+    plan.left_out.keep(plan.names())  # `addopts = --ruff`: pytest needs pytest-ruff
     _add_django(root, plan, plugins)
     minimum = pytest_minimum(read)
     if minimum is not None:
