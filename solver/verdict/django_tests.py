@@ -171,3 +171,30 @@ def django_with_report(command: str, report_path: str) -> str | None:
         return None
     return (f"{found.group(1) or ''}python3 -m {DJANGO_REPORTER} "
             f"--junitxml={shlex.quote(report_path)} {found.group(2)}")
+
+
+# How runtests.py and manage.py name their settings: `os.environ.setdefault(
+# "DJANGO_SETTINGS_MODULE", "tests.settings")` or `os.environ[…] = "…"`.
+_SCRIPT_SETTINGS = re.compile(r"""["']DJANGO_SETTINGS_MODULE["']\s*(?:,|\]\s*=)\s*"""
+                              r"""["']([\w.]+)["']""")
+
+
+def django_settings(command: str, root: Path) -> str | None:
+    """The settings module a Django runner command runs with, for running its tests
+    elsewhere (outside_pytest.py): `--settings`, a `DJANGO_SETTINGS_MODULE=` word, else
+    what its script sets; "" when it names none (a runtests.py that calls
+    `settings.configure()`); None when the command is not Django's runner."""
+    found = _RUN.match(command)
+    if django_with_report(command, "") is None or found is None:
+        return None
+    words = shlex.split(found.group(2))
+    for word, after in zip(words, [*words[1:], ""], strict=True):
+        if word == "--settings":
+            return after
+        if word.startswith("--settings="):
+            return word.split("=", 1)[1]
+    if found.group(1):
+        return found.group(1).strip().split("=", 1)[1]
+    script = tree_reader(root)(words[0]) if words[0] != "-m" else None
+    named = _SCRIPT_SETTINGS.search(script or "")
+    return named.group(1) if named else ""

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox.trees import remove_tree
+from solver.verdict.django_tests import django_settings
 from solver.verdict.junit_report import ReportPipe
 from solver.verdict.repo_tests import TestVerdict
 from solver.verdict.verdict import BAD, Verdict
@@ -96,6 +97,10 @@ def run_plain(runner: VerdictRunner, tree: str, tests: list[str], timeout: float
     pipe = ReportPipe(channel / f"{secrets.token_hex(8)}.plain", RESULT_MAX_BYTES)
     spec = {"report": str(pipe.path), "token": token,
             "tests": [test.split("::", 1) for test in tests]}  # addressable()
+    # A suite Django's own runner runs: its tests here with the settings it names.
+    settings = django_settings(runner.test_command, workspace)
+    if settings is not None:
+        spec["django_settings"] = settings
     config = dataclasses.replace(runner.config, workspace=workspace, private_dir=private,
                                  extra_ro_binds=[*runner.config.extra_ro_binds, channel],
                                  venv_ro=venv)

@@ -15,7 +15,9 @@ parameter set of `@pytest.mark.parametrize` (stacked, on the class or module too
 by the test id pytest gave it; fixtures the base's conftest.py files or the test module
 define, when the test names them, `usefixtures` marks (function, class, module) and
 autouse fixtures; doctests by the standard library's `doctest`; a Django project's
-settings from the pytest configuration's `DJANGO_SETTINGS_MODULE`.
+settings from the pytest configuration's `DJANGO_SETTINGS_MODULE`, or the module the
+project's own Django runner names (`django_settings` in the spec: `--settings`, its
+runtests.py's; "" when runtests.py configures them inline, and then no test is run).
 
 A test module that imports pytest (for `pytest.raises`, `pytest.approx`, marks) gets it
 from a private table through its own `__import__`, never through `sys.modules`: the test
@@ -470,7 +472,8 @@ DJANGO_DB = ("TransactionTestCase", "TestCase", "LiveServerTestCase")
 def _unittest_case(cls: type) -> bool:
     if any(k.__module__ == "django.test.testcases" and k.__name__ in DJANGO_DB
            for k in cls.__mro__):
-        raise CannotRun("a Django test case needs the test database pytest-django makes")
+        raise CannotRun("a Django test case needs the test database its runner makes "
+                        "(Django's, or pytest-django)")
     return issubclass(cls, unittest.TestCase)
 
 
@@ -987,6 +990,17 @@ def _run_module(file: str, tests: list[str]) -> dict[str, Any]:
     return {"file": file, "exit_code": code, "lines": said.decode("utf-8", "replace")}
 
 
+DJANGO_OWN_SETTINGS = ("its Django settings are configured by the project's own test runner "
+                       "(settings.configure() in runtests.py), which names no settings module")
+
+
+def _cannot_run(file: str, tests: list[str], why: str) -> dict[str, Any]:
+    """A module's lines, as a child writes them, for tests this runner will not run."""
+    lines = "".join(json.dumps({"test": test, "status": CANNOT, "detail": why}) + "\n"
+                    for test in tests)
+    return {"file": file, "exit_code": None, "lines": lines}
+
+
 def parent() -> None:
     spec = json.loads(sys.stdin.readline())
     sys.stdin.close()
@@ -995,7 +1009,14 @@ def parent() -> None:
     by_file: dict[str, list[str]] = {}
     for file, qualname in spec["tests"]:
         by_file.setdefault(file, []).append(qualname)
-    modules = [_run_module(file, tests) for file, tests in sorted(by_file.items())]
+    django = spec.get("django_settings")
+    if django == "":  # the project's runtests.py configures them: nothing here can
+        modules = [_cannot_run(file, tests, DJANGO_OWN_SETTINGS)
+                   for file, tests in sorted(by_file.items())]
+    else:
+        if django:  # as the project's Django runner runs them: its settings module
+            os.environ["DJANGO_SETTINGS_MODULE"] = str(django)
+        modules = [_run_module(file, tests) for file, tests in sorted(by_file.items())]
     data = json.dumps({"token": spec["token"], "modules": modules}).encode()
     while data:  # a pipe may take a large write in parts
         data = data[os.write(report, data):]

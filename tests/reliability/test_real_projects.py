@@ -320,6 +320,19 @@ PROJECTS = {
                                      '    page = Page.objects.create(title="About")\n'
                                      "    assert Page.objects.get(pk=page.pk).heading() == "
                                      '"About | Example"\n'}),
+    # Issue 29 §1: tox's `coverage run -m django test --settings=tests.settings`; the
+    # fixed tests, unittest classes with no database, run outside pytest too: with the
+    # settings module that command names (without it, every one errors: no settings).
+    "django-widget-tweaks": Project(
+        "django-widget-tweaks", "django-widget-tweaks-1.5.1-planted.tar.gz",
+        ("tests/tests.py::SimpleAttrTest::test_add_class_chaining",
+         "tests/tests.py::CustomizedWidgetTest::test_add_class_chaining"),
+        ("widget_tweaks/templatetags/widget_tweaks.py",
+         "            attrs[attribute] = value\n        elif widget",
+         '            attrs[attribute] += " " + value\n        elif widget'),
+        needs=("django",), command="python3 -m django test",
+        shape="setup.py with setuptools-scm, tox.ini's `coverage run -m django test "
+              "--settings=…`, unittest classes that need the settings"),
     # Issue 29 §1: a C extension the editable install builds in place (src/markupsafe/
     # _speedups.c); every test runs once with `_native` and once with `_speedups`, which
     # is skipped where the extension is not in the tree the tests run on.

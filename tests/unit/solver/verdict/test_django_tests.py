@@ -3,6 +3,7 @@ harness's reporter on a real Django suite, per test."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from solver.verdict.django_tests import django_with_report
+from solver.verdict.django_tests import django_settings, django_with_report
 from solver.verdict.junit_report import parse_junit, report_request
+from solver.verdict.outside_pytest import RUNNER
+from solver.verdict.plain_runner import DJANGO_OWN_SETTINGS
 from solver.verdict.repo_tests import PYTEST_COMMAND, detect_test_command
 from solver.verdict.verdict_run import GUARD_DIR
 
@@ -149,3 +152,55 @@ def test_the_test_command_reports_each_test_by_its_settings(tmp_path: Path) -> N
                                          "tests.test_app.ShoutTests.test_ok"])
     assert proc.returncode == 0 and tests == {
         "tests/test_app.py::ShoutTests::test_ok": "passed"}, proc.stderr
+
+
+@pytest.mark.parametrize(("command", "files", "expected"), [
+    ("python3 -m django test -v2 --settings=tests.settings", {}, "tests.settings"),
+    ("python3 -m django test --settings tests.settings", {}, "tests.settings"),
+    ("DJANGO_SETTINGS_MODULE=a.b python3 runtests.py", {}, "a.b"),
+    ("python3 manage.py test", {"manage.py": MANAGE}, "site_settings"),  # its setdefault
+    ("python3 runtests.py", {"runtests.py": "import os\nos.environ['DJANGO_SETTINGS_MODULE']"
+                                            " = 'tests.settings'\n"}, "tests.settings"),
+    ("python3 runtests.py", {"runtests.py": RUNTESTS}, ""),  # settings.configure(): none
+    ("python3 -m django test", {}, ""),
+    ("python3 -m pytest", {}, None),  # not Django's runner
+])
+def test_the_settings_module_a_django_command_runs_with(
+        tmp_path: Path, command: str, files: dict[str, str], expected: str | None) -> None:
+    _files(tmp_path, files)
+    assert django_settings(command, tmp_path) == expected
+
+
+# No database: what the plain run can run, once it has the settings.
+WIDGET_TEST = ("import unittest\n\nfrom django.template import Context, Template\n\n\n"
+               "class RenderTests(unittest.TestCase):\n    def test_upper(self):\n"
+               "        text = Template('{{ word|upper }}').render(Context({'word': 'a'}))\n"
+               "        self.assertEqual(text, 'A')\n")
+
+
+def _plain(tree: Path, django: str | None) -> dict[str, str]:
+    report = tree.parent / "report.json"
+    report.write_text("")
+    spec: dict[str, object] = {"report": str(report), "token": "t",
+                               "tests": [["tests/test_render.py", "RenderTests::test_upper"]]}
+    if django is not None:
+        spec["django_settings"] = django
+    subprocess.run([sys.executable, str(RUNNER)], input=json.dumps(spec), text=True,
+                   cwd=tree, check=True, timeout=120, env={"PATH": os.environ["PATH"]})
+    (module,) = json.loads(report.read_text())["modules"]
+    return {line["status"]: line["detail"] for line in map(json.loads, module["lines"]
+                                                           .splitlines())}
+
+
+def test_the_run_outside_pytest_has_the_settings_the_django_runner_names(tmp_path: Path
+                                                                        ) -> None:
+    tree = tmp_path / "tree"
+    _files(tree, {"tests/__init__.py": "", "tests/test_render.py": WIDGET_TEST,
+                  "tests/settings.py": "SECRET_KEY = 'x'\nTEMPLATES = [{'BACKEND': "
+                                       "'django.template.backends.django.DjangoTemplates'}]\n"})
+    assert list(_plain(tree, "tests.settings")) == ["passed"]
+    # Without them (the plumbing removed) the honest test fails here: a refusal.
+    (detail,) = _plain(tree, None).values()
+    assert "settings are not configured" in detail
+    # A runtests.py that configures them inline: no settings to give, so not run at all.
+    assert _plain(tree, "") == {"cannot run": DJANGO_OWN_SETTINGS}
