@@ -371,6 +371,85 @@ PROJECTS = {
                                      "    assert total([1, 2, 3]) == 6\n\n\n"
                                      "def test_mean():\n"
                                      "    assert mean([1, 2, 3]) == 2\n"}),
+    # Issue 29 §1: unittest in `tests/test.py`, which pytest's default python_files misses,
+    # and a README that says `python tests/test.py -v`; nothing else declares the tests.
+    "decorator": Project(
+        "decorator", "decorator-5.3.1-planted.tar.gz",
+        ("tests/test.py::ExtraTestCase::test_dan_schult",),
+        ("src/decorator/__init__.py", "    ba = sig.bind(*args, **kwargs)\n    return",
+         "    ba = sig.bind(*args, **kwargs)\n    ba.apply_defaults()\n    return"),
+        command="python3 -m pytest -rA -p no:cacheprovider -o 'python_files=test_*.py "
+                "*_test.py test.py'",
+        shape="setuptools, src/ layout, unittest in `tests/test.py` (no `test_*.py`), the "
+              "README's `python tests/test.py -v`"),
+    # Issue 29 §1: a test script the README runs (`python tests/checks.py`), whose name no
+    # runner collects, and nothing else that declares the tests.
+    "readme-script": Project(
+        "wordcount", "", ("tests/checks.py::CountTests::test_words",),
+        ("wordcount/__init__.py", "len(text.split(' '))", "len(text.split())"),
+        command="python3 -m pytest -rA -p no:cacheprovider tests/checks.py",
+        shape="hatchling, a test script the README runs (`python tests/checks.py`), no "
+              "test configuration (written by the test)", files={
+            "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\n'
+                              'build-backend = "hatchling.build"\n\n[project]\n'
+                              'name = "wordcount"\nversion = "1.0"\n',
+            "README.md": "# wordcount\n\nCounts words.\n\n## Tests\n\n```console\n"
+                         "$ pip install -e .\n$ python tests/checks.py\n```\n",
+            "wordcount/__init__.py": "def words(text):\n    return len(text.split(' '))\n",
+            "tests/checks.py": "import unittest\n\nfrom wordcount import words\n\n\n"
+                               "class CountTests(unittest.TestCase):\n"
+                               "    def test_words(self):\n"
+                               "        self.assertEqual(words('a  b'), 2)\n\n"
+                               "    def test_one(self):\n"
+                               "        self.assertEqual(words('a'), 1)\n\n\n"
+                               "if __name__ == '__main__':\n    unittest.main()\n"}),
+    # Issue 29 §1: a Justfile's `test` recipe, `uv run --all-extras pytest tests`: the
+    # tests import an extra (pyyaml) that only `--all-extras` installs.
+    "justfile-extras": Project(
+        "confload", "", ("tests/test_confload.py::test_defaults_kept",),
+        ("confload/__init__.py", "{**loaded, **DEFAULTS}", "{**DEFAULTS, **loaded}"),
+        needs=("pyyaml",), command="python3 -m pytest -rA -p no:cacheprovider tests",
+        shape="hatchling, a Justfile `test` recipe through `uv run --all-extras`, the "
+              "tests importing an extra (written by the test)", files={
+            "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\n'
+                              'build-backend = "hatchling.build"\n\n[project]\n'
+                              'name = "confload"\nversion = "1.0"\n\n'
+                              '[project.optional-dependencies]\nyaml = ["pyyaml"]\n',
+            "justfile": "# Development tasks\ndefault:\n    @just --list\n\n"
+                        "lint:\n    uv run ruff check\n\n"
+                        "test *args:\n    uv run --all-extras pytest tests {{args}}\n",
+            "confload/__init__.py": "DEFAULTS = {'debug': False, 'level': 1}\n\n\n"
+                                    "def merged(loaded):\n"
+                                    "    return {**loaded, **DEFAULTS}\n",
+            "tests/test_confload.py": "import yaml\n\nfrom confload import merged\n\n\n"
+                                      "def test_defaults_kept():\n"
+                                      "    loaded = yaml.safe_load('debug: true')\n"
+                                      "    assert merged(loaded) == {'debug': True, "
+                                      "'level': 1}\n\n\n"
+                                      "def test_empty():\n"
+                                      "    assert merged({})['level'] == 1\n"}),
+    # Issue 29 §1: `benchmarks/` beside `tests/` and no `testpaths`: pytest would collect
+    # the benchmarks, which import a tool the tests do not install (pyperf).
+    "benchmarks-folder": Project(
+        "slowpath", "", ("tests/test_slowpath.py::test_mean",),
+        ("slowpath/__init__.py", "sum(values) / (len(values) - 1)", "sum(values) / len(values)"),
+        command="python3 -m pytest -rA -p no:cacheprovider --ignore benchmarks",
+        shape="setuptools, `benchmarks/test_*.py` beside `tests/`, no `testpaths` (written "
+              "by the test)", files={
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+                              'build-backend = "setuptools.build_meta"\n\n[project]\n'
+                              'name = "slowpath"\nversion = "1.0"\n\n[tool.setuptools]\n'
+                              'packages = ["slowpath"]\n',
+            "slowpath/__init__.py": "def mean(values):\n"
+                                    "    return sum(values) / (len(values) - 1)\n",
+            "tests/test_slowpath.py": "from slowpath import mean\n\n\n"
+                                      "def test_mean():\n"
+                                      "    assert mean([1, 2, 3]) == 2\n\n\n"
+                                      "def test_one():\n    assert mean([4]) > 0\n",
+            "benchmarks/test_speed.py": "import pyperf\n\nfrom slowpath import mean\n\n\n"
+                                        "def test_mean_speed():\n"
+                                        "    pyperf.Runner().bench_func('mean', mean, "
+                                        "list(range(1000)))\n"}),
 }
 
 
