@@ -37,13 +37,14 @@ from solver.agent.harness import solve
 from solver.agent.transcript import Transcript, read_transcript
 from solver.models.scripted import ScriptedModel, final_answer
 from solver.run import open_workspace
-from solver.setup.python_setup import infer_python_setup
+from solver.setup.installer import FALLBACK_NOTE, FALLBACK_SAID, FUNCTION, uv_binary, uv_command
+from solver.setup.python_setup import VENV, infer_python_setup
 from solver.verdict.repo_tests import PYTEST_COMMAND
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
 from tests.reliability.test_hostile_setup_egress import _solve as solve_calc
 from tests.support.private_index import LOCAL_INDEX, make_wheel, private_index
-from tests.support.sandbox_support import HAVE_BWRAP, reachable_dir
+from tests.support.sandbox_support import HAVE_BWRAP, make_git_workspace, reachable_dir
 
 pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
@@ -315,3 +316,104 @@ def test_a_setup_cannot_fill_the_hosts_disk_through_the_download_cache(
     assert any(budget in message for message in caplog.messages), caplog.messages
     # corp-helper, after the budget was spent, is refused too: setup fails, named.
     assert result.exit_reason == "setup_failed" and budget in result.error, result.error
+
+
+# -- uv, the inferred setup's installer (issue 29 §2) ------------------------------------
+# The taken-over index's pages as uv reads them: each project's one link named as a wheel
+# (uv and pip ignore files that are not distributions), leading to the App key, the loopback
+# service or the cloud metadata address (`evil-file` through a link beside the key). uv
+# asks for a wheel's headers first (a HEAD, to read its metadata by ranges), then its bytes.
+def _uv_pages(key: Path, service_port: int) -> tuple[dict[str, str], dict[str, str]]:
+    links = {"evil-key": "/redirect/evil_key-1.0-py3-none-any.whl",
+             "evil-loopback": f"http://127.0.0.1:{service_port}/evil_loopback-1.0-py3-none-any"
+                              ".whl",
+             "evil-metadata": "/redirect/evil_metadata-1.0-py3-none-any.whl",
+             "evil-file": f"file://{key.parent}/evil_file-1.0-py3-none-any.whl"}
+    pages = {name: f'<a href="{href}">{href.rsplit("/", 1)[-1]}</a>'
+             for name, href in links.items()}
+    return pages, {"/redirect/evil_key-1.0-py3-none-any.whl": f"file://{key}",
+                   "/redirect/evil_metadata-1.0-py3-none-any.whl":
+                       "http://169.254.169.254/latest/meta-data/"}
+
+
+def test_uv_reaches_no_more_through_a_hostile_index_than_pip(scorecard: Recorder) -> None:
+    record = scorecard(
+        "30-hostile-index-uv",
+        "Hostile issue: uv, the inferred setup's installer, resolves packages the taken-over "
+        "index links to the App key, loopback and metadata",
+        "the inferred setup's own command (uv, pip its fallback) installs `evil-key`, "
+        "`evil-loopback`, `evil-metadata` and `evil-file`, whose only wheels redirect or "
+        "link to the key, a loopback service and 169.254.169.254: uv's HEAD probe is "
+        "answered without a fetch, each GET is refused and logged, pip's fallback is refused "
+        "the same, the setup fails, and neither the key nor the service's answer reaches "
+        "the sandbox")
+    found: dict[str, Any] = {}
+    with reachable_dir() as root, loopback_service() as (service_port, hits):
+        key = root / "state" / "github-app.pem"
+        key.parent.mkdir()
+        key.write_text(KEY)
+        key.chmod(0o600)
+        (key.parent / "evil_file-1.0-py3-none-any.whl").symlink_to(key)
+        pages, redirects = _uv_pages(key, service_port)
+        with private_index(TOKEN, [], pages=pages, redirects=redirects) as index:
+            config = SandboxConfig(workspace=make_git_workspace(root),
+                                   private_dir=root / "private",
+                                   package_sources=PackageSources(index.url),
+                                   setup_tools=tuple(t for t in (uv_binary(),) if t))
+            with open_sandbox("bubblewrap", config) as sandbox:
+                for project in pages:
+                    found[project] = sandbox.exec(uv_command(VENV, "", project),
+                                                  network=True, timeout=300)
+            written = "".join(p.read_text(errors="replace") for p in root.rglob("*")
+                              if p.is_file() and not p.is_symlink() and p != key
+                              and "private" in p.parts)
+    record.observed = {project: f"exit {result.exit_code}, {len(result.network_log)} refusal(s)"
+                       for project, result in found.items()}
+    record.observed["loopback service requests"] = len(hits)
+    assert config.setup_tools, "uv is a dependency of the product (pyproject.toml)"
+    for project, result in found.items():
+        output = result.stdout + result.stderr
+        assert not result.ok and FALLBACK_SAID in result.stdout, (project, output[-2000:])
+        assert "403" in output, (project, output[-2000:])
+        assert "APP-KEY-3f9c2e1d" not in output and LOOPBACK_ANSWER not in output
+        assert TOKEN not in output
+    assert "APP-KEY-3f9c2e1d" not in written and LOOPBACK_ANSWER not in written
+    assert hits == [], "the endpoint reached the loopback service"
+    for project, needle in (("evil-key", "a file: URL from an index that is not a file: dir"),
+                            ("evil-loopback", "127.0.0.1 resolves to 127.0.0.1, not a public "
+                                              "address"),
+                            ("evil-metadata", "169.254.169.254 resolves to 169.254.169.254"),
+                            ("evil-file", "a file: URL from an index that is not a file: dir")):
+        assert any(needle in line for line in found[project].network_log), \
+            (project, found[project].network_log)
+
+
+def test_an_index_that_fails_stops_uv_and_pip_installs_instead(scorecard: Recorder) -> None:
+    record = scorecard(
+        "29-setup-uv-fallback",
+        "Setup with uv: an extra index that fails (uv stops where pip goes on)",
+        "the operator lists a second index that refuses connections: uv gives up on its "
+        "502, the inferred setup reruns the same requirements with pip in a fresh venv, "
+        "which steps over it; the run passes, and the setup note says pip installed it")
+    with reachable_dir() as root:
+        helper = make_wheel(root, "corp-helper", "1.0", "VALUE = 42\n")
+        with private_index(TOKEN, [helper]) as index:
+            source = make_repo(root / "src", {"setup.py": "from setuptools import setup\n"
+                                              "setup(name='calc', version='1.0', py_modules="
+                                              "['calc'], install_requires=['corp-helper'])\n",
+                                              **CALC})
+            proc, transcript = solve_calc(source, root, root / "state", {
+                "FROGNANO_PIP_INDEX_URL": index.url,
+                "FROGNANO_PIP_EXTRA_INDEX_URL": "http://127.0.0.1:9/simple/"})
+        records = read_transcript(transcript)
+    setup = next((r for r in records if r["kind"] == "setup"), {})
+    result = records[-1]
+    output = json.dumps(setup)
+    record.observed = {"verdict": result.get("exit_reason"), "setup exit": setup.get("exit_code"),
+                       "setup seconds": setup.get("seconds"), "note": setup.get("note", "")[-90:]}
+    assert setup.get("command", "").startswith(FUNCTION), setup
+    assert FALLBACK_SAID in output and "Successfully installed" in output, output[-3000:]
+    assert "127.0.0.1:9" in output and TOKEN not in output  # uv named the index it gave up on
+    assert setup.get("note", "").endswith(FALLBACK_NOTE), setup
+    assert proc.returncode == 0 and result["exit_reason"] == "tests_passed", \
+        (proc.stdout + proc.stderr)[-3000:]
