@@ -96,6 +96,9 @@ def baseline_problem(baseline: TestVerdict, setup_command: str | None = None,
     if too_old:
         return too_old
     pytest_like = baseline.report == "junit" or "pytest" in baseline.command
+    crashed = pytest_failed(baseline, setup_command) if pytest_like else None
+    if crashed:
+        return crashed
     collect_errors = [t for t, s in baseline.tests.items() if s == "error" and "::" not in t]
     if pytest_like and (baseline.exit_code in (2, 3, 4, 5) or collect_errors):
         found = _FIRST_ERROR.search(baseline.output)
@@ -110,6 +113,37 @@ def baseline_problem(baseline: TestVerdict, setup_command: str | None = None,
         return (f"{kind}{where} (pytest exit {baseline.exit_code}"
                 + (f": {detail.strip()[:200]}" if detail else "") + ")" + hint)
     return None
+
+
+# pytest's last line when its session ran to the end: `=== 1 failed, 2 passed in 0.12s ===`
+# (`-q`: without the `=`), `no tests ran in 0.01s`.
+_SESSION_SUMMARY = re.compile(r"^=*\s*(?:no tests ran|\d+ \w+(?:, \d+ \w+)*) in "
+                              r"\d+(?:\.\d+)?s\b", re.MULTILINE)
+_FAILED_HOW = {1: ": an exception outside any test, such as a plugin's or conftest.py's "
+                  "at startup", 3: ": an internal error"}
+
+
+def pytest_failed(baseline: TestVerdict, setup_command: str | None = None) -> str | None:
+    """Why a baseline is no baseline when pytest itself failed: no report came, the exit
+    status is not 0 and pytest never printed its session's summary (a plugin or
+    conftest.py raising at startup or in a session hook: exit 1; an internal error: 3).
+    Judging such a run by its exit status would take "pytest crashed" for "the tests
+    fail". Usage and collection errors (exit 2, 4, 5) have their own words
+    (`baseline_problem`); a run that printed its summary ran its tests."""
+    if baseline.report != "none" or baseline.exit_code in (0, 2, 4, 5) \
+            or _SESSION_SUMMARY.search(baseline.output):
+        return None
+    code = "killed" if baseline.exit_code is None else f"exit {baseline.exit_code}"
+    how = _FAILED_HOW.get(baseline.exit_code or 0, "")
+    return (f"pytest itself failed before it wrote its report ({code}{how}), so no test "
+            f"result is known; the last lines of its output: {last_lines(baseline.output)}"
+            + missing_module_hint(baseline.output, setup_command))
+
+
+def last_lines(output: str, count: int = 4, width: int = 160) -> str:
+    """The last `count` lines of `output` that hold text, each cut to `width`, quoted."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()][-count:]
+    return " / ".join(f"«{line[:width]}»" for line in lines) or "(none)"
 
 
 def solve(model: ModelClient, sandbox: Sandbox, issue: str, test_command: str,
