@@ -34,6 +34,8 @@ TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*$|[^/]*_tests?\.\w+$|tests?\.py
 TEST_CONFIG_NAMES = frozenset({
     "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
     "noxfile.py",
+    # Django's runner scripts (django_tests.py): they choose and set up the tests.
+    "runtests.py", "manage.py",
     "jest.config.js", "jest.config.ts", "jest.config.cjs", "jest.config.mjs",
     "vitest.config.ts", "vitest.config.js", ".mocharc.js", ".mocharc.json", ".mocharc.yml",
 })

@@ -16,6 +16,7 @@ from solver.verdict.junit_report import parse_junit, report_request
 from solver.verdict.outside_pytest import RUNNER
 from solver.verdict.plain_runner import DJANGO_OWN_SETTINGS
 from solver.verdict.repo_tests import PYTEST_COMMAND, detect_test_command
+from solver.verdict.suite_paths import is_test_config
 from solver.verdict.verdict_run import GUARD_DIR
 
 RUNTESTS = ("import sys\n\nimport django\nfrom django.conf import settings\n"
@@ -204,3 +205,9 @@ def test_the_run_outside_pytest_has_the_settings_the_django_runner_names(tmp_pat
     assert "settings are not configured" in detail
     # A runtests.py that configures them inline: no settings to give, so not run at all.
     assert _plain(tree, "") == {"cannot run": DJANGO_OWN_SETTINGS}
+
+
+def test_the_runner_scripts_are_test_configuration_the_verdict_puts_back() -> None:
+    # tests/reliability/test_verdict_django_runner.py: a runtests.py that patched the
+    # buggy function was accepted while the verdict ran the model's runtests.py.
+    assert all(map(is_test_config, ("runtests.py", "tests/runtests.py", "manage.py")))
