@@ -467,6 +467,8 @@ CORPUS_ONLY = {
     "colorama": "markdown (unittest classes)",
     "iniconfig": "dependency-groups (a PEP 735 group), pluggy (pytest depends on it)",
     "mandatory-extension": "markupsafe (a C extension setup builds, whose tests must run)",
+    "django-filter": "django-widget-tweaks (Django's own runner, from tox's coverage run); "
+                     "CI runs django-filter's runtests.py in test_verdict_django_runner.py",
 }
 
 
