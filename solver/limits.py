@@ -65,6 +65,19 @@ class Limits(BaseModel):
         return self.over({"max_seconds": max_seconds})
 
 
+# Fast rounds (solver/verdict/huge_suite.py): a baseline of this many tests, or one that
+# ran this long, makes a huge suite; between the model's rounds only the tests that tell
+# whether the change is worth it run, the whole suite once for the verdict. A smaller
+# suite runs whole after every round, as it always did.
+FAST_ROUNDS_MIN_TESTS = 5_000
+FAST_ROUNDS_MIN_SECONDS = 120.0
+
+
+def fast_rounds(tests: int, seconds: float) -> bool:
+    """Whether a suite whose baseline ran `tests` tests in `seconds` gets fast rounds."""
+    return tests >= FAST_ROUNDS_MIN_TESTS or seconds >= FAST_ROUNDS_MIN_SECONDS
+
+
 PresetName = Literal["evaluation", "agent"]
 PRESETS: dict[str, Limits] = {
     "evaluation": Limits(),

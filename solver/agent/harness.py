@@ -42,7 +42,7 @@ from solver.agent.run_events import (
     TestsStarted,
 )
 from solver.hostgit import GitError, HostRepo, Snapshot
-from solver.limits import Limits
+from solver.limits import Limits, fast_rounds
 from solver.models.base import ModelClient
 from solver.setup import venv_cache
 from solver.setup.installer import FALLBACK_NOTE, fell_back
@@ -53,6 +53,7 @@ from solver.setup.setup_hints import (
     setup_failure_hint,
     usage_hint,
 )
+from solver.verdict.huge_suite import Budget, in_selection, not_ready, note, over_budget
 from solver.verdict.repo_tests import TestVerdict, compare_results
 from solver.verdict.verdict import Verdict
 from solver.verdict.verdict_run import Judgement, SandboxFactory, VerdictRunner
@@ -207,13 +208,15 @@ class Harness:
         try:
             cache = self.setup_cache  # its entry's venv, linked: no copy of it here
             self.runner.capture_setup(cache.link_venv if cache is not None else None)
-            baseline = self.runner.baseline(limits.test_timeout)
+            budget = self._baseline_budget()
+            baseline = self.runner.baseline(budget.timeout)
         except _TEST_RUN_FAILURES as exc:
             return self._finish("tool_error", None, 0,
                                 error=f"the sandbox failed running the baseline tests: {exc}")
         self.events.emit(BaselineDone(tests=baseline))
-        problem = baseline_problem(baseline, plan.setup_command,
-                                   bytes_reader(self.repo.read_base))
+        # Stopped at its timeout, the baseline alone is over the budget: said with figures.
+        problem = over_budget(baseline, budget) if baseline.timed_out else baseline_problem(
+            baseline, plan.setup_command, bytes_reader(self.repo.read_base))
         if problem:
             return self._finish("baseline_unusable", baseline, 0,
                                 error=baseline_unusable_message(problem, baseline.output))
@@ -272,6 +275,11 @@ class Harness:
             timeout = max(1.0, min(limits.test_timeout,
                                    self.deadline - time.monotonic() + 60))
             try:
+                fast = self._fast_round(baseline, exit_reason, rounds, timeout)
+                if fast is not None:  # a huge suite's fast round sends the model back
+                    self.state.messages.append({"role": "user", "content": fast})
+                    self.events.emit(Feedback(round=rounds, content=fast))
+                    continue
                 judged = self.judged = self._judge(baseline, timeout)
             except _TEST_RUN_FAILURES as exc:
                 self.state.last_error = f"the sandbox failed running the tests: {exc}"
@@ -294,6 +302,38 @@ class Harness:
                     rounds, limits.max_rounds - rounds - 1)
             self.state.messages.append({"role": "user", "content": feedback})
             self.events.emit(Feedback(round=rounds, content=feedback))
+
+    def _baseline_budget(self) -> Budget:
+        """The baseline's timeout: the test timeout, or what is left of the run's wall
+        time after setup when that is less (a baseline never outlives the run)."""
+        limits = self.plan.limits
+        left = max(1.0, self.deadline - time.monotonic())
+        return Budget(min(limits.test_timeout, left), limits.test_timeout, limits.max_seconds)
+
+    def _fast_round(self, baseline: TestVerdict, exit_reason: str, rounds: int,
+                    timeout: float) -> str | None:
+        """A huge suite's fast round (huge_suite.py): the feedback that sends the model
+        back before a run of the whole suite, or None: the whole suite judges this round
+        (a smaller suite, a runner without the guard, the round after which the run ends
+        whatever the verdict, a round after an accepted one, or nothing worth running)."""
+        if (self.accepted is not None or baseline.guard is None or baseline.report != "junit"
+                or not fast_rounds(len(baseline.tests), baseline.seconds)
+                or self._stop_reason(exit_reason, Verdict(accepted=False), rounds)):
+            return None
+        self.sandbox.stop()
+        ran = self.runner.fast_round(baseline, self.repo.snapshot(), timeout)
+        reasons = not_ready(baseline, ran[0]) if ran is not None else None
+        if ran is None or not reasons:
+            return None
+        fast, selection = ran
+        verdict = Verdict(accepted=False, reasons=reasons, notes=[note(selection)])
+        self.events.emit(TestsJudged(round=rounds, exit_reason=exit_reason, tests=fast,
+                                     verdict=verdict, model_tests=None,
+                                     fast_round=selection.to_dict()))
+        left = self.plan.limits.max_rounds - rounds - 1
+        return note(selection) + "\n\n" + verdict_feedback_message(
+            self.plan.test_command, verdict, in_selection(baseline, selection), fast, rounds,
+            left)
 
     def _judge(self, baseline: TestVerdict, timeout: float) -> Judgement:
         """The verdict on the stopped sandbox's tree; the accepted round's own when the

@@ -149,11 +149,15 @@ class TestsJudged(Event):
     tests: TestVerdict  # the repository's original tests on the candidate
     verdict: Verdict
     model_tests: TestVerdict | None
+    # A huge suite's fast round (solver/verdict/huge_suite.py): the files it ran, and its
+    # tests of the baseline's; None: the whole suite ran.
+    fast_round: dict[str, Any] | None = None
 
     def fields(self) -> dict[str, Any]:
         return {"round": self.round, "exit_reason": self.exit_reason,
                 **self.tests.to_dict(), "verdict": self.verdict.to_dict(),
-                "model_tests": self.model_tests.to_dict() if self.model_tests else None}
+                "model_tests": self.model_tests.to_dict() if self.model_tests else None,
+                **({"fast_round": self.fast_round} if self.fast_round else {})}
 
 
 @dataclass(frozen=True, kw_only=True)

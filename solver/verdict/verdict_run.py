@@ -29,8 +29,10 @@ from sandbox.base import Sandbox, SandboxConfig
 from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
 from solver.hostgit import HostRepo, Snapshot, run_git
 from solver.policy import source_text_refusals
+from solver.verdict import huge_suite
 from solver.verdict.change_flags import failing_tests, scan_change
 from solver.verdict.evidence import changed_test_functions, changed_tests, names_added
+from solver.verdict.huge_suite import Selection, write_select_request
 from solver.verdict.junit_report import (
     ReportPipe,
     documents,
@@ -172,10 +174,12 @@ class VerdictRunner:
         return [*ordered[:HOOKS_NAMED], f"… and {len(changed) - HOOKS_NAMED} more"]
 
     def run(self, tree: str, label: str, timeout: float,
-            trace: list[str] | None = None, *, keep_going: bool = False) -> TestVerdict:
+            trace: list[str] | None = None, *, keep_going: bool = False,
+            select: tuple[str, ...] | None = None) -> TestVerdict:
         """The test command on `tree` in a fresh sandbox; `trace`: test ids whose lines
         the pytest guard traces (touched.py); `keep_going`: past collection errors
-        (junit_report.report_request)."""
+        (junit_report.report_request); `select`: the only test files the guard lets
+        pytest collect (a fast round, huge_suite.py)."""
         self.runs += 1
         where = self.scratch / f"{self.runs:02d}-{label}"
         workspace, private, channel = where / "workspace", where / "private", where / "channel"
@@ -186,6 +190,8 @@ class VerdictRunner:
         channel.mkdir(mode=0o755)
         if trace:
             write_trace_request(channel, trace)
+        if select is not None:
+            write_select_request(channel, select)
         shutil.copytree(GUARD_DIR, channel / "guard", ignore=shutil.ignore_patterns("__pycache__"))
         token = secrets.token_hex(16)
         request = report_request(self.test_command, str(channel), token,
@@ -245,21 +251,7 @@ class VerdictRunner:
         the base's test files and test configuration restored, then the model's own tests
         reported apart. A tree made after the agent's sandbox is gone (a review's change
         replayed on a moved branch) is judged here the same way."""
-        # The test files the bot's own earlier commits changed go back too (a review on
-        # its PR: HostRepo.distrust), though this change left them alone.
-        drift = [] if self.repo.test_base == self.repo.base else \
-            self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
-        material = self.material(baseline)
-        plan = plan_verdict_tree(snapshot.paths, self.repo.read_base, self._reader(snapshot),
-                                 material)
-        # A fix is source text, judged on the tree as staged (policy.py).
-        plan.refusals += source_text_refusals(self.repo, snapshot.tree, snapshot.paths)
-        restore = {*plan.restore, *(p for p in drift if is_test_path(p) or is_test_config(p)
-                                    or material.holds(p))}
-        verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
-        if plan.restored_files:  # library files with their original doctest examples
-            verdict_tree = tree_with_files(self.repo, verdict_tree, plan.restored_files,
-                                           self.scratch)
+        verdict_tree, plan = self.verdict_tree(baseline, snapshot)
         final = self.run(verdict_tree, "verdict", timeout)
         with_model_tests = None
         if plan.model_test_files() and not plan.refusals:
@@ -278,6 +270,38 @@ class VerdictRunner:
                                                 self._reader(snapshot), self.builds.files)
         check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
         return Judgement(verdict, final, with_model_tests, snapshot, plan, reruns)
+
+    def verdict_tree(self, baseline: TestVerdict, snapshot: Snapshot) -> tuple[str, TreePlan]:
+        """The tree the repository's tests judge the change on, and the plan that made it:
+        the change with the base's test files and test configuration restored."""
+        # The test files the bot's own earlier commits changed go back too (a review on
+        # its PR: HostRepo.distrust), though this change left them alone.
+        drift = [] if self.repo.test_base == self.repo.base else \
+            self.repo.changed_paths(self.repo.test_base, against=self.repo.base)
+        material = self.material(baseline)
+        plan = plan_verdict_tree(snapshot.paths, self.repo.read_base, self._reader(snapshot),
+                                 material)
+        # A fix is source text, judged on the tree as staged (policy.py).
+        plan.refusals += source_text_refusals(self.repo, snapshot.tree, snapshot.paths)
+        restore = {*plan.restore, *(p for p in drift if is_test_path(p) or is_test_config(p)
+                                    or material.holds(p))}
+        verdict_tree = self.repo.tree_with_base_paths(snapshot.tree, restore)
+        if plan.restored_files:  # library files with their original doctest examples
+            verdict_tree = tree_with_files(self.repo, verdict_tree, plan.restored_files,
+                                           self.scratch)
+        return verdict_tree, plan
+
+    def fast_round(self, baseline: TestVerdict, snapshot: Snapshot, timeout: float
+                   ) -> tuple[TestVerdict, Selection] | None:
+        """A huge suite's fast round (huge_suite.py): on the verdict's tree, only the
+        test files of the baseline's failures, those the change touches and those
+        importing what it edits. None: no selection worth a round of its own."""
+        tree, _plan = self.verdict_tree(baseline, snapshot)
+        selection = huge_suite.select(baseline, snapshot.paths,
+                                      huge_suite.importers(self.repo, tree, snapshot.paths))
+        if not selection.worth:
+            return None
+        return self.run(tree, "fast-round", timeout, select=selection.files), selection
 
     def measured(self, baseline: TestVerdict, reruns: Reruns, tree: str) -> Reruns:
         """`reruns` with the baseline failures whose traced lines `tree` (the verdict's)

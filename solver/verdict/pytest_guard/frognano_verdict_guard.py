@@ -628,3 +628,97 @@ def _retyped(session: Any) -> list[str]:
         return []
     return [f"the {name}'s class ({now.__qualname__})"
             for name, now in _live_types(session).items() if now is not _types.get(name)]
+
+
+# --- A fast round's tests, and a huge suite's summary (solver/verdict/fast_round.py) -----
+_SELECT_REQUEST = "frognano-select.json"  # beside the report; fast_round.SELECT_REQUEST
+_SELECT_MAX_FILES = 20_000
+# pytest's PASSES section (`-rA`'s P) looks up each passing test's teardown among every
+# report: quadratic, hours at 100,000 tests (measured: not done after 11 minutes).
+_PASSES_MAX = 2_000
+
+
+def _select_wanted() -> frozenset[str]:
+    """The test files the host asks a fast round to run (relative paths), read before any
+    repository code runs; empty: the whole suite, as always."""
+    target = os.environ.get(_ENV)
+    if not target:
+        return frozenset()
+    try:
+        with open(os.path.join(os.path.dirname(target), _SELECT_REQUEST),
+                  encoding="utf-8") as handle:
+            wanted = json.loads(handle.read(8 * 1024 * 1024))
+    except (OSError, ValueError):
+        return frozenset()
+    if not isinstance(wanted, list):
+        return frozenset()
+    return frozenset(f for f in wanted[:_SELECT_MAX_FILES] if isinstance(f, str))
+
+
+def _ancestors(files: frozenset[str]) -> frozenset[str]:
+    """Every folder holding a selected file, the tree's root included."""
+    found = {"", "."}
+    for name in files:
+        parent = os.path.dirname(name)
+        while parent and parent not in found:
+            found.add(parent)
+            parent = os.path.dirname(parent)
+    return frozenset(found)
+
+
+_SELECTED = _select_wanted()
+_SELECTED_DIRS = _ancestors(_SELECTED)
+
+
+def _names(path: object, config: Any) -> set[str]:
+    """`path` relative to the working directory and to pytest's rootdir (ids use it)."""
+    real = os.path.realpath(str(path))
+    names = set()
+    for root in {_ROOT, os.path.realpath(str(getattr(config, "rootpath", _ROOT)))}:
+        if real == root or real.startswith(root + os.sep):
+            names.add(os.path.relpath(real, root))
+    return names
+
+
+def _ignore_collect(collection_path: Any, config: Any) -> bool | None:
+    """Not collected in a fast round: a folder holding no selected file, a file not
+    selected (conftest.py files always load); anything outside the tree is pytest's."""
+    names = _names(collection_path, config)
+    if not names or collection_path.name == "conftest.py":
+        return None
+    wanted = _SELECTED_DIRS if collection_path.is_dir() else _SELECTED
+    return None if names & wanted else True
+
+
+with contextlib.suppress(Exception):  # pytest 6's hook has no `collection_path`
+    import inspect
+
+    from _pytest import hookspec as _hookspec
+    if _SELECTED and "collection_path" in inspect.signature(
+            _hookspec.pytest_ignore_collect).parameters:
+        pytest_ignore_collect = _ignore_collect
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """A fast round runs only the items of the selected files, whatever collected them."""
+    if not _SELECTED:
+        return
+    kept, dropped = [], []
+    for item in items:
+        path = getattr(item, "path", None) or getattr(item, "fspath", None)
+        names = {item.nodeid.split("::")[0], *(_names(path, config) if path else ())}
+        (kept if names & _SELECTED else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_sessionfinish(session: Any) -> None:
+    """Before the terminal summary: a huge suite's PASSES section is left out (said)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    chars = getattr(reporter, "reportchars", None)
+    passed = len(getattr(reporter, "stats", {}).get("passed", ()))
+    if isinstance(chars, str) and "P" in chars and passed > _PASSES_MAX:
+        reporter.reportchars = chars.replace("P", "")
+        reporter.write_line(f"frognano: the PASSES section of {passed} passing tests is "
+                            "left out (pytest builds it in time quadratic in the tests)")
