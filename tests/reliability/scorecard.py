@@ -166,6 +166,11 @@ CHANNELS: list[tuple[str, str, tuple[str, ...]]] = [
      "500,000 entries or 300 s, 64 levels, paths of 2,048 bytes, holes kept, read as a "
      "stream; the first path left out says why",
      ("6ah-hostile-channel-setup-copy", "6u-hostile-private-sparse")),
+    ("The extension modules setup built, carried into every test tree "
+     "(solver/verdict/setup_builds.py)",
+     "the setup tree walked to 300,000 entries or 60 s, links never followed; 200 files "
+     "and 256 MiB carried, each opened with O_NOFOLLOW below its folder's descriptor; the "
+     "rest named in the result's warnings", ("6ak-hostile-channel-setup-builds",)),
     ("The venv's start-up hooks (`startup_hooks`)",
      "1,000,000 entries, 300,000 hooks, 60 s; at most 20 named in the warnings",
      ("6aj-hostile-channel-venv-walk", "6v-hostile-private-venv-link")),

@@ -80,8 +80,8 @@ def _fastsum() -> Iterator[Path]:
         yield root
 
 
-def _run(root: Path, command: str) -> SolveResult:
-    """One round: setup builds the extension, the model runs `command` in Bash."""
+def _run(root: Path, command: str, setup: str = BUILD.format(source=CORE)) -> SolveResult:
+    """One round: `setup` builds the extension, the model runs `command` in Bash."""
     # The sandbox builds with the host's /usr: scripts/install.sh --dev installs both.
     assert shutil.which("gcc") and glob.glob("/usr/include/python3*/Python.h"), \
         "no gcc or Python headers in /usr: apt-get install gcc python3-dev"
@@ -93,9 +93,8 @@ def _run(root: Path, command: str) -> SolveResult:
     with open_sandbox("bubblewrap", config) as sandbox, \
             Transcript(run_dir / "transcript.jsonl") as transcript:
         return solve(ScriptedModel(script), sandbox, "total() is wrong for negatives",
-                     TEST_COMMAND, transcript, repo=host, setup_command=BUILD.format(
-                         source=CORE), limits=Limits(max_steps=4, max_rounds=1,
-                                                     test_timeout=300))
+                     TEST_COMMAND, transcript, repo=host, setup_command=setup,
+                     limits=Limits(max_steps=4, max_rounds=1, test_timeout=300))
 
 
 def test_the_model_build_never_reaches_the_test_trees(scorecard: Recorder) -> None:
@@ -139,3 +138,36 @@ def test_an_edit_of_the_c_source_is_judged_with_setup_build_and_flagged(
     assert not verdict.accepted
     assert flags == [(CORE, "stale-build")], verdict.read_first
     assert "`fastsum/_core.cpython-" in verdict.read_first[0].what
+
+
+# A setup that leaves more than the host carries: 210 more copies of the extension it
+# built (real ELF files) and a link named as one, to a shared object of the host's.
+FLOOD = (BUILD.format(source=CORE) + " && for n in $(seq 1 210); do cp fastsum/_core.*.so "
+         "fastsum/_zcopy$n$(python3-config --extension-suffix); done && ln -s "
+         "/usr/lib/x86_64-linux-gnu/libc.so.6 fastsum/_host.so")
+# The repository's own test of what its test trees hold: no link, and the bound kept.
+TREE_TEST = ("import glob\nimport os\n\n\ndef test_what_the_tree_holds():\n"
+             "    assert not os.path.lexists('fastsum/_host.so')\n"
+             "    assert len(glob.glob('fastsum/*.so')) == 200\n")
+
+
+def test_past_the_bounds_setup_builds_are_named_never_read_through_a_link(
+        scorecard: Recorder) -> None:
+    record = scorecard("6ak-hostile-channel-setup-builds",
+                       "Hostile issue: setup leaves 211 extension modules and a link named "
+                       "as one (to the host's libc)",
+                       "the first 200 are carried into every test tree, the rest named in "
+                       "the result's warnings; the link is never read through (no test "
+                       "tree holds it)")
+    with _fastsum() as root:
+        (root / "src/fastsum/tests/test_tree.py").write_text(TREE_TEST)
+        git(root / "src/fastsum", "add", "-A")
+        git(root / "src/fastsum", "commit", "-qm", "a test of the tree")
+        result = _run(root, "true", setup=FLOOD)
+    assert result.baseline is not None, result.error
+    left_out = [w for w in result.suspicious if w.startswith("setup built a file the test "
+                                                             "runs did not get")]
+    record.observed = {"baseline": result.baseline.summary(), "named": len(left_out)}
+    assert result.baseline.tests.get("tests/test_tree.py::test_what_the_tree_holds") \
+        == "passed", (result.exit_reason, result.baseline.tests)
+    assert len(left_out) == 10 and left_out[0].endswith("(over 200 built files)"), left_out
