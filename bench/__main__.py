@@ -23,6 +23,7 @@ BENCHMARKS = {
     "workspace_prep": "Workspace preparation: second issue on a 2,000-commit repository",
     "receiver": "Webhook receiver: signed deliveries with the enqueue, beside bare FastAPI",
     "setup_cache": "Setup cache: a second run's setup, and the harness's own share of a run",
+    "setup_installer": "Setup with uv: first setups with uv beside pip's, and the second setup",
 }
 # `python3 -m bench gpu [--cpu-scale]` (bench/gpu.py) is run on its own: it needs a GPU.
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
