@@ -131,17 +131,19 @@ def django_command(words: Sequence[str], root: Path) -> str | None:
     return prefix + " ".join(shlex.quote(w) for w in ["python3", *head, *args])
 
 
-def _names_django_settings(root: Path) -> bool:
-    config = pytest_config(tree_reader(root))
-    return config is not None and any(key.lower() == "django_settings_module"
-                                      for key in config.options)
+def _runs_pytest(root: Path) -> bool:
+    """A pytest configuration or a conftest.py: the project's tests are pytest's (with
+    pytest-django, or settings its conftest.py configures), whatever manage.py says."""
+    read = tree_reader(root)
+    return pytest_config(read) is not None or any(
+        read(name) is not None for name in ("conftest.py", "tests/conftest.py"))
 
 
 def detect_django(root: Path) -> str | None:
     """Django's runner for a project no file declares a test command for: its
-    `runtests.py`, else `manage.py test`, when that file imports Django and the pytest
-    configuration names no settings module (pytest-django runs those)."""
-    if _names_django_settings(root):
+    `runtests.py`, else `manage.py test`, when that file imports Django and nothing says
+    the tests are pytest's (a pytest configuration, a conftest.py)."""
+    if _runs_pytest(root):
         return None
     for script in SCRIPTS:
         if _inside(root, script) and _mentions_django(root, script):

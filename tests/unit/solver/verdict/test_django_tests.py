@@ -77,6 +77,9 @@ def _files(root: Path, files: dict[str, str]) -> None:
     ({"manage.py": MANAGE, "tests/test_app.py": "",
       "pyproject.toml": "[tool.pytest.ini_options]\nDJANGO_SETTINGS_MODULE = 'x.settings'\n"},
      ("pytest", PYTEST_COMMAND)),
+    # Settings a conftest.py configures for pytest: pytest too.
+    ({"manage.py": MANAGE, "conftest.py": "", "tests/test_app.py": ""},
+     ("pytest", PYTEST_COMMAND)),
     # A runtests.py that is no Django runner is not taken for one.
     ({"runtests.py": "import pytest\npytest.main()\n", "tests/test_app.py": ""},
      ("pytest", PYTEST_COMMAND)),
