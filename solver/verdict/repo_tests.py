@@ -181,10 +181,11 @@ def _pytest_guess(root: Path) -> str | None:
 
 
 # A README's code line that runs a test script (`python tests/test.py`, `$ python3
-# run_tests.py`): only the command on its line, a path whose name says test.
+# run_tests.py -v`, decorator's inline `` `$ python tests/test.py -v` ``): the command
+# alone on its line, its options only flags.
 _README_NAMES = ("README.md", "README.rst", "README.txt", "README", "readme.md")
-_SCRIPT_LINE = re.compile(r"^\s*(?:[$>]\s*)?python[\d.]*\s+((?:[\w.-]+/)*[\w.-]+\.py)\s*$",
-                          re.MULTILINE)
+_SCRIPT_LINE = re.compile(r"^\s*`{0,2}(?:[$>]\s*)?python[\d.]*\s+((?:[\w.-]+/)*[\w.-]+\.py)"
+                          r"(?:\s+--?\w[\w-]*)*`{0,2}\s*$", re.MULTILINE)
 # A module that holds tests itself, which pytest collects when it is named.
 _DEFINES_TESTS = re.compile(r"^(class \w+\(.*TestCase\)|def test\w*\()", re.MULTILINE)
 

@@ -195,7 +195,7 @@ def test_unittest_files_named_test_py_are_collected_too(tmp_path: Path) -> None:
 def test_a_readme_test_script_is_the_command_when_nothing_declares_one(
         tmp_path: Path) -> None:
     readme = ("# p\n\nRun the tests:\n\n```console\n$ pip install -e .\n"
-              "$ python tests/runner.py\n```\n\nSee `python example.py` too.\n")
+              "$ python tests/runner.py -v\n```\n\nSee `python example.py` too.\n")
     _files(tmp_path, {"README.md": readme, "example.py": "",
                       "tests/runner.py": "import sys\nsys.exit(0)\n"})
     found = detect_test_command(tmp_path)
@@ -205,6 +205,9 @@ def test_a_readme_test_script_is_the_command_when_nothing_declares_one(
     _files(tmp_path, {"tests/runner.py": UNITTEST_MODULE + "\nunittest.main()\n"})
     assert getattr(detect_test_command(tmp_path), "command", None) == \
         f"{PYTEST_COMMAND} tests/runner.py"
+    # decorator 5.3.1's README.rst: the command as an inline literal.
+    _files(tmp_path, {"README.md": "Run them with\n\n `$ python tests/runner.py -v`\n"})
+    assert getattr(detect_test_command(tmp_path), "source", None) == "README.md"
 
 
 def test_a_readme_line_that_is_no_test_script_is_no_command(tmp_path: Path) -> None:
