@@ -66,7 +66,6 @@ from workers.status import RunStatus
 log = logging.getLogger(__name__)
 
 ROUNDS_TTL = 30 * 24 * 3600  # a PR's CI repairs are listed for a month after the last
-REVIEW_LIKE = ("review", "ci")  # kinds that continue from the PR branch's head
 
 
 class CiRounds:
@@ -288,11 +287,13 @@ def after_run(ctx: RunContext, config: RepoConfig, result: SolveResult, report: 
     return str(decision.outcome)
 
 
-def with_rounds(ctx: RunContext, report: RunReport, publishing: bool) -> RunReport:
-    """The report with the PR's CI repair rounds (this one as pushed, when publishing)."""
+def with_rounds(ctx: RunContext, report: RunReport, publishing: bool, *,
+                this_round: bool) -> RunReport:
+    """The report with the PR's CI repair rounds (this one, when the run is a round, as
+    pushed when publishing)."""
     rounds = CiRounds(ctx.runtime.redis, ctx.trigger.issue_key)
     lines = rounds.lines()
-    current = rounds.current(ctx.generation) if ctx.trigger.kind == "ci" else None
+    current = rounds.current(ctx.generation) if this_round else None
     if current is not None and publishing:
         lines = [dataclasses.replace(line, outcome="pushed")
                  if (line.number, line.head) == (current.number, current.head) else line
@@ -342,16 +343,3 @@ def branch_moved(ctx: RunContext, head: str | None) -> str:
                        ci_branch_moved(branch, trigger.head_sha or "", head))
     ctx.status.failed(f"`{branch}` moved during the CI repair round; nothing was pushed")
     return "branch_moved"
-
-
-def finish_round(rt: Runtime, trigger: Trigger, generation: int, outcome: str) -> None:
-    """The round's outcome, for the PR body's list; a person's run restarts the count."""
-    rounds = CiRounds(rt.redis, trigger.issue_key)
-    if trigger.kind == "ci":
-        rounds.finish(generation, outcome)
-
-
-def person_started(rt: Runtime, trigger: Trigger) -> None:
-    """A label, retry or review run: a person is in the loop again, the count restarts."""
-    if trigger.kind not in ("ci", "cancel", "closed"):
-        CiRounds(rt.redis, trigger.issue_key).reset()

@@ -23,31 +23,22 @@ from bot.messages import (
     ReadFirst,
     RunReport,
     commit_message,
-    decision_reason,
-    failure_comment,
     invalid_config,
     permission_missing_summary,
-    pr_body,
-    pull_title,
     rate_limited_summary,
-    review_not_pushed,
 )
 from bot.triggers import Trigger
 from sandbox.trees import remove_tree
 from solver.agent.harness import RunPlan
-from solver.agent.prompts import review_comments_text
 from solver.agent.result import SolveResult
 from solver.agent.run_events import EventOutput, Outputs, Triggered
-from solver.agent.transcript import Transcript
 from solver.hostgit import HostRepo
-from solver.policy import bot_identity, branch_for, not_installed_note
+from solver.policy import branch_for, not_installed_note
 from solver.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from solver.run import (
     BestOfN,
-    Decision,
     NoTestCommand,
     NoTests,
-    OwnCommits,
     RunOutcome,
     RunRequest,
     Workspace,
@@ -56,8 +47,7 @@ from solver.run import (
 from workers import ci_repair
 from workers.context import RunContext
 from workers.coordination import IssueCoordinator
-from workers.publish.pull import DraftPull, publish_pull
-from workers.publish.review import ReviewChange, publish_review
+from workers.run_kinds import FirstRun, run_kind
 from workers.run_recording import RunRecorder, status_for_outcome
 from workers.runtime import Runtime
 from workers.status import RunStatus
@@ -102,7 +92,7 @@ def run_issue(rt: Runtime, trigger: Trigger, generation: int) -> str:
         _report_crash(ctx, exc)
         outcome, crash = "error", f"{type(exc).__name__}: {exc}"
     recorder.finish(status_for_outcome(outcome), outcome=outcome, error=crash)
-    ci_repair.finish_round(rt, trigger, generation, outcome)
+    run_kind(trigger).finish(rt, trigger, generation, outcome)
     try:
         coordinator.mark_done(generation)
         return outcome
@@ -160,66 +150,49 @@ def _no_tests_summary(exc: NoTestCommand) -> str:
 
 
 def _run_locked(ctx: RunContext, run_dir: Path) -> str:
-    rt, trigger, generation, recorder = ctx.runtime, ctx.trigger, ctx.generation, ctx.recorder
-    repo, status = ctx.repo, ctx.status
-    status.preparing()
-    default_branch = rt.github.default_branch(repo)
-    mirror = rt.repo_cache.refresh(rt.github.clone_url(repo), rt.github.installation_token(repo))
-    reviewing = trigger.kind in ci_repair.REVIEW_LIKE
-    ci_repair.person_started(rt, trigger)
-    if trigger.kind == "ci" and (ended := ci_repair.stop_if_moved(  # pushed to meanwhile
-            ctx, ci_repair.mirror_head(mirror, trigger))):
+    """The one driver of every kind of run (workers/run_kinds.py): the kind's workspace
+    and guidance make the request, solver.run runs it, the kind's checks and `apply`
+    publish it, or say why not."""
+    rt, trigger, kind = ctx.runtime, ctx.trigger, run_kind(ctx.trigger)
+    ctx.status.preparing()
+    default_branch = rt.github.default_branch(ctx.repo)
+    mirror = rt.repo_cache.refresh(rt.github.clone_url(ctx.repo),
+                                   rt.github.installation_token(ctx.repo))
+    if (ended := kind.before_run(ctx, mirror)) is not None:
         return ended
     config = _read_config(ctx, default_branch)
     if config is None:
         return "invalid_config"
-    issue = rt.github.issue(repo, trigger.issue_number)
-    request = _run_request(ctx, _workspace(rt, trigger, default_branch, mirror, run_dir),
+    issue = rt.github.issue(ctx.repo, trigger.issue_number)
+    request = _run_request(ctx, kind, kind.workspace(rt, trigger, default_branch, mirror,
+                                                     run_dir),
                            config, f"{issue.title}\n\n{issue.body}".strip())
     try:
         ran = run(request)
     except NoTestCommand as exc:
-        status.failed(_no_tests_summary(exc))
+        ctx.status.failed(_no_tests_summary(exc))
         return "no_tests"
-    host, result, plan = ran.host, ran.result, ran.plan
-
     if not ctx.is_current():  # the newer run owns the status comment now
         outcome, reason = ctx.coordinator.stop_reason()
         if reason is not None:  # a cancel: a progress edit may have landed after its own
-            status.cancelled(reason)
+            ctx.status.cancelled(reason)
         return outcome
-    if trigger.kind == "ci" and (ended := ci_repair.stop_if_moved(ctx, host.base)):
-        return ended  # the mirror moved between the check above and the workspace
     # What the evidence ran on: the default branch, or for a review the PR's branch.
-    base = branch_for(trigger.issue_number) if reviewing else default_branch
-    report = _report(rt, trigger, generation, result, ran, (issue.title, base))
-    decision = ran.decision
-    report = ci_repair.with_rounds(ctx, report, decision.action == "publish")
-    if trigger.kind == "ci":  # not reproduced, or nothing to push: said on the PR
-        ended = ci_repair.after_run(ctx, config, result, report, decision)
-        if ended is not None:
-            return ended
-    if decision.action != "publish":
-        return _not_published(ctx, result, report, decision, reviewing)
+    report = _report(rt, trigger, ctx.generation, ran.result, ran,
+                     (issue.title, kind.branch(trigger, default_branch)))
+    report = ci_repair.with_rounds(ctx, report, ran.decision.action == "publish",
+                                   this_round=kind.this_round())
+    if (ended := kind.after_run(ctx, ran, config, report)) is not None:
+        return ended
+    if ran.decision.action != "publish":
+        return kind.not_published(ctx, ran.result, report, ran.decision)
     # The person who asked is credited: GitHub makes the App's bot the author of the
     # commits it signs (workers/publish/api_commit.py).
     message = with_co_author(commit_message(issue.title, trigger.issue_number,
-                                            plan.test_command, config.ci),
+                                            ran.plan.test_command, config.ci),
                              trigger.actor, trigger.actor_id)
-    if reviewing:  # one candidate: its transcript is the first's, appended to by a replay
-        with Transcript(transcript_path(rt, trigger, generation)) as transcript:
-            return publish_review(ctx, host, result, report, ReviewChange(
-                title=pull_title(issue.title), message=message,
-                replay=ran.replay(), events=Outputs(transcript, recorder),
-                reply=ci_repair.reply_for(ctx, config) if trigger.kind == "ci" else None,
-                taken=(lambda head: ci_repair.branch_moved(ctx, head))
-                if trigger.kind == "ci" else None))
-    assert result.snapshot is not None  # decide() publishes only a readable change
-    # A cancel is honoured up to the push; after an accepted push the PR steps finish.
-    return publish_pull(ctx, host, result.snapshot, DraftPull(
-        title=pull_title(issue.title), body=pr_body(report), base=default_branch,
-        message=message, careful=bool(report.read_first),
-        unverified=not decision.verified))
+    return kind.apply(ctx, ran, report, message,
+                      lambda k: transcript_path(rt, trigger, ctx.generation, k))
 
 
 def _read_config(ctx: RunContext, default_branch: str) -> RepoConfig | None:
@@ -233,71 +206,30 @@ def _read_config(ctx: RunContext, default_branch: str) -> RepoConfig | None:
         return None
 
 
-def _not_published(ctx: RunContext, result: SolveResult, report: RunReport,
-                   decision: Decision, reviewing: bool) -> str:
-    """Say why nothing is published: on the PR for a review's run, on the issue when the
-    tests still fail; the status comment either way."""
-    rt, trigger, repo = ctx.runtime, ctx.trigger, ctx.repo
-    if reviewing and trigger.pull_number is not None:
-        rt.github.comment(repo, trigger.pull_number, failure_comment(report)
-                          if not result.tests_passed else review_not_pushed(
-                              decision_reason(decision)))
-    elif not result.tests_passed:
-        rt.github.comment(repo, trigger.issue_number, failure_comment(report))
-    ctx.status.failed(decision_reason(decision))
-    return decision.outcome
-
-
-def _workspace(rt: Runtime, trigger: Trigger, default_branch: str, mirror: Path,
-               run_dir: Path) -> Workspace:
-    """A review continues from the PR branch's head (a human's commits on it included),
-    is judged by the repository's tests, not the model's from its last run, and its setup
-    runs none of the model's files (the default branch plus people's)."""
-    reviewing = trigger.kind in ci_repair.REVIEW_LIKE
-    own = OwnCommits(f"refs/heads/{default_branch}", bot_identity(rt.github.bot_login())[1]) \
-        if reviewing else None
-    return Workspace(source=mirror, run_dir=run_dir, max_diff_bytes=rt.max_diff_bytes,
-                     branch=branch_for(trigger.issue_number) if reviewing else default_branch,
-                     own_commits=own)
-
-
-def _run_request(ctx: RunContext, workspace: Workspace, config: RepoConfig, issue: str
-                 ) -> RunRequest:
+def _run_request(ctx: RunContext, kind: FirstRun, workspace: Workspace, config: RepoConfig,
+                 issue: str) -> RunRequest:
     """The bot's run (solver/run.py): the config from the default branch, the operator's
-    limits and ceiling, the run record and the status comment hearing every candidate."""
+    limits and ceiling, the run record and the status comment hearing every candidate;
+    the kind's guidance, candidates and extra stop."""
     rt, trigger, generation, recorder = ctx.runtime, ctx.trigger, ctx.generation, ctx.recorder
     triggered = Triggered(trigger=trigger.to_kwargs(), generation=generation)
-    # A CI repair stops after a baseline that passes: that failure does not reproduce.
-    watch = ci_repair.BaselineWatch()
+    watch = kind.stops()  # a CI repair stops after a baseline that passes
 
     def planned(plan: RunPlan, host: HostRepo) -> EventOutput:
         recorder.emit(triggered)
-        return Outputs(recorder, ctx.status.progress(plan.limits.max_steps), watch)
+        return Outputs(recorder, ctx.status.progress(plan.limits.max_steps),
+                       *([watch] if watch is not None else []))
 
     return RunRequest(
         issue=issue, workspace=workspace, model_for=rt.model_factory,
         transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
-        config=config, limits=rt.limits,
-        guidance=ci_repair.start_round(ctx, config) if trigger.kind == "ci" else _guidance(ctx),
+        config=config, limits=rt.limits, guidance=kind.guidance(ctx, config),
         max_run_seconds=rt.max_run_seconds,
-        # Best of N; a review's run is one candidate, on the PR's head.
-        best_of=BestOfN(asked=1 if trigger.kind in ci_repair.REVIEW_LIKE else None,
-                        allowed=rt.max_candidates, slots=rt.model_slots, seed=rt.seed),
+        best_of=BestOfN(asked=kind.candidates, allowed=rt.max_candidates,
+                        slots=rt.model_slots, seed=rt.seed),
         sandbox_backend=rt.sandbox_backend, package_index=rt.package_index,
         opening=triggered, on_planned=planned,
-        should_stop=lambda: not ctx.is_current() or (trigger.kind == "ci" and watch.passed))
-
-
-def _guidance(ctx: RunContext) -> str:
-    """The trigger's text; for a submitted review, its line comments (file, line, diff
-    hunk) too, which the webhook does not carry. The bot's own comments are left out."""
-    trigger = ctx.trigger
-    if trigger.review_id is None or trigger.pull_number is None:
-        return trigger.guidance
-    bot = ctx.github.bot_login()
-    comments = [c for c in ctx.github.review_comments(ctx.repo, trigger.pull_number,
-                                                      trigger.review_id) if c.author != bot]
-    return "\n\n".join(p for p in (trigger.guidance, review_comments_text(comments)) if p)
+        should_stop=lambda: not ctx.is_current() or (watch is not None and watch.passed))
 
 
 def _report(rt: Runtime, trigger: Trigger, generation: int, result: SolveResult,
