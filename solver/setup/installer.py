@@ -15,8 +15,11 @@ built from it (python_setup.fix_line) still adds requirements by appending them:
     uv_else_pip() { uv venv … V && uv pip install … "$@" || { echo …; pip … "$@"; }; };
     uv_else_pip -e . pytest
 
-`uv venv --seed` makes the venv the harness uses as before (V/bin/python, with pip and,
-below Python 3.12, setuptools, as `python3 -m venv` seeds them). Where uv cannot do what
+`uv venv` makes the venv the harness uses as before (V/bin/python, the pytest guard, the
+venv cache), without pip and setuptools: `python3 -m venv` seeds them (about 1,700 files,
+most of a small venv's, each an inode to create and, on a venv-cache hit, to copy), and no
+test run needs them (the agent phase has no network to install with; a hint's
+`.github/frognano.yml` line calls the same function). Where uv cannot do what
 the project needs (an index that fails, which pip steps over; a requirement-file option
 uv does not know; a build only pip manages), the same requirements go to pip in a fresh
 venv, and the setup's output and note say so (`fell_back`, `FALLBACK_NOTE`). uv reads no
@@ -59,7 +62,7 @@ def uv_binary() -> Path | None:
 
 def uv_command(venv: str, env: str, installs: str) -> str:
     """uv's venv and install, pip's in a fresh venv when uv fails; `installs` last."""
-    uv = (f"uv venv --seed --no-config --python python3 {venv} && "
+    uv = (f"uv venv --no-config --python python3 {venv} && "
           f"uv pip install --no-config --no-sources --python {venv}/bin/python \"$@\"")
     pip = f"python3 -m venv --clear {venv} && {venv}/bin/python -m pip install \"$@\""
     return (f"{FUNCTION}() {{ {uv} || {{ echo \"{FALLBACK_SAID} (exit $?)\"; {pip}; }}; }}; "

@@ -52,7 +52,7 @@ def test_uv_installs_the_same_requirements_pip_would_and_keeps_the_build_env(
     assert uv.command.endswith(f"; SETUPTOOLS_SCM_PRETEND_VERSION=0+unknown {FUNCTION} "
                                f"{installs}")
     body = uv.command.partition(f"{FUNCTION}() {{ ")[2]
-    assert body.startswith(f"uv venv --seed --no-config --python python3 {VENV} && "
+    assert body.startswith(f"uv venv --no-config --python python3 {VENV} && "
                            f"uv pip install --no-config --no-sources --python {VENV}/bin/python "
                            '"$@" || { echo "' + FALLBACK_SAID)
     assert f"python3 -m venv --clear {VENV} && {VENV}/bin/python -m pip install \"$@\"" in body
