@@ -4,6 +4,7 @@ tests import it, and the guard's report read as the host reads it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -89,3 +90,46 @@ def test_the_guard_names_what_the_attack_did_to_the_machinery(tmp_path: Path,
     key, expected = EXPECTED[attack]
     news = [item for item in found.get(key, []) if item not in clean.get(key, [])]
     assert any(expected in item for item in news), (news, found)
+
+
+def _selected_run(tmp_path: Path, select: list[str] | None) -> tuple[str, dict[str, list[str]]]:
+    """A project of two test folders (each with a conftest.py) run with the guard, asked
+    (or not) for a fast round's files (solver/verdict/huge_suite.py)."""
+    project, channel = tmp_path / "project", tmp_path / "channel"
+    for folder in ("tests/a", "tests/b"):
+        (project / folder).mkdir(parents=True)
+        (project / folder / "conftest.py").write_text(
+            "import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 42\n")
+    (project / "tests/a/test_one.py").write_text("def test_one(answer):\n    assert answer\n")
+    (project / "tests/a/test_two.py").write_text("def test_two():\n    assert 1 == 2\n")
+    (project / "tests/b/test_three.py").write_text("import pytest\n\n\n"
+                                                   "@pytest.mark.parametrize('n', range(2001))"
+                                                   "\ndef test_three(n, answer):\n"
+                                                   "    assert answer\n")
+    channel.mkdir()
+    if select is not None:
+        (channel / "frognano-select.json").write_text(json.dumps(select))
+    env = {**os.environ, "PYTHONPATH": str(GUARD_DIR), "PYTHONDONTWRITEBYTECODE": "1",
+           "FROGNANO_GUARD_REPORT": str(channel / "guard.json")}
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider"],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=300,
+                         check=False)
+    found = guard_findings([(channel / "guard.json").read_bytes()], False)
+    assert found is not None
+    return ran.stdout, found
+
+
+def test_a_fast_round_collects_only_the_files_the_host_selected(tmp_path: Path) -> None:
+    output, found = _selected_run(tmp_path, ["tests/a/test_one.py", "tests/a/test_two.py"])
+    assert found["test_modules"] == ["tests/a/test_one.py", "tests/a/test_two.py"]
+    assert "1 failed, 1 passed" in output  # tests/a's conftest.py fixture still loaded
+    assert "test_three" not in output
+
+
+def test_without_a_selection_every_file_runs_and_a_huge_passes_section_is_left_out(
+        tmp_path: Path) -> None:
+    output, found = _selected_run(tmp_path, None)
+    assert len(found["test_modules"]) == 3
+    assert "1 failed, 2002 passed" in output
+    assert "the PASSES section of 2002 passing tests is left out" in output
+    assert "PASSED tests/b/test_three.py::test_three[2000]" in output  # -rA's short lines
