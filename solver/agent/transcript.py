@@ -46,10 +46,33 @@ def _cut(value: Any, limit: int) -> Any:
     return value
 
 
+# A map of more entries than this, each a string (a huge suite's test id → status), keeps
+# only those that are not "passed" in a record over the limit: the figures and failures
+# of a 100,000-test run stay in its record (issue 29 §1).
+THIN_ENTRIES = 10_000
+
+
+def _thin(value: Any, path: str, thinned: dict[str, int]) -> Any:
+    """`value` with each such map thinned; `thinned`: each one's path → its entries."""
+    if not isinstance(value, dict):
+        return value
+    if len(value) > THIN_ENTRIES and all(isinstance(v, str) for v in value.values()):
+        thinned[path] = len(value)
+        return dict([(k, v) for k, v in value.items() if v != "passed"][:THIN_ENTRIES])
+    return {key: _thin(item, f"{path}.{key}" if path else str(key), thinned)
+            for key, item in value.items()}
+
+
 def bounded_record(record: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The record as kept and its JSON line, both within the limits."""
     record = _cut(record, MAX_STRING_CHARS)
     line = json.dumps(record, ensure_ascii=False, default=str)
+    if len(line) > MAX_RECORD_CHARS:
+        thinned: dict[str, int] = {}
+        record = _thin(record, "", thinned)
+        if thinned:  # said in the record: which maps lost their passing entries
+            record["thinned"] = thinned
+            line = json.dumps(record, ensure_ascii=False, default=str)
     if len(line) > MAX_RECORD_CHARS:
         record = _cut(record, _HARD_STRING_CHARS)
         line = json.dumps(record, ensure_ascii=False, default=str)
