@@ -703,7 +703,8 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """A fast round runs only the items of the selected files, whatever collected them."""
     if not _SELECTED:
         return
-    kept, dropped = [], []
+    kept: list[Any] = []
+    dropped: list[Any] = []
     for item in items:
         path = getattr(item, "path", None) or getattr(item, "fspath", None)
         names = {item.nodeid.split("::")[0], *(_names(path, config) if path else ())}
