@@ -224,6 +224,11 @@ class Excused:
         return any(final.tests.get(test) in BAD for test in self.tests
                    if not is_lint_item(test))
 
+    def lint_only(self) -> Excused:
+        """The lint items alone: what stands when the rest needed evidence and had none."""
+        return Excused({t: s for t, s in self.preexisting.items() if is_lint_item(t)},
+                       {t: s for t, s in self.flaky.items() if is_lint_item(t)})
+
     def failing(self, final: TestVerdict) -> bool:
         """Whether an excused test, lint items included, fails after the change."""
         return any(final.tests.get(test) in BAD for test in self.tests)
@@ -342,9 +347,11 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
     verdict = Verdict(accepted=False, notes=notes, new_tests=new_tests)
     verdict.evidence = gather_evidence(baseline, final, with_model_tests, new_tests, reruns)
     no_evidence = _excused_part(baseline, final, reruns, verdict)
-    # An excuse holds only with evidence; without, the failures are listed as ever.
+    # An excuse holds only with evidence; without, the failures are listed as ever (but
+    # lint findings the same before and after, which need none).
     excused = (excuse(baseline, reruns.second, final, reruns.touched)
-               if reruns.second is not None and not no_evidence else Excused({}, {}))
+               if reruns.second is not None else Excused({}, {}))
+    excused = excused.lint_only() if no_evidence else excused
     run_reasons, mode_notes, verdict.mode = _original_tests(baseline, final, excused.tests)
     notes += mode_notes
     # Failing with the baseline's own exit status, for the excused failures only.

@@ -129,3 +129,9 @@ def test_the_trace_of_what_a_test_runs_never_blames_a_lint_item() -> None:
     touched = Touched(tests=frozenset({RUFF, CONF}))
     result = decide(BASE, final, TreePlan(), reruns=Reruns(second=BASE, touched=touched))
     assert result.accepted and RUFF in result.preexisting, result.reasons
+
+
+def test_a_refusal_for_want_of_evidence_never_blames_the_lint_findings() -> None:
+    final = run({**BASE.tests, RUFF: "passed"}, FINDING)  # the lint-only change
+    reasons = decide(BASE, final, TreePlan(), reruns=Reruns(second=BASE)).reasons
+    assert any(BUG in r for r in reasons) and not any(CONF in r for r in reasons), reasons
