@@ -66,7 +66,13 @@ class Outcome:
     result: dict
 
 
-def _solve(edit: tuple[str, str, str], issue: str, tmp_path: Path) -> Outcome:
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One state directory for both runs: the second sets up from the venv cache."""
+    return tmp_path_factory.mktemp("lint-state")
+
+
+def _solve(edit: tuple[str, str, str], issue: str, tmp_path: Path, state: Path) -> Outcome:
     path, old, new = edit
     script = [think_and_call("Doing what the issue asks.", "Edit", file_path=path,
                              old_string=old, new_string=new), final_answer("Done.")]
@@ -80,7 +86,7 @@ def _solve(edit: tuple[str, str, str], issue: str, tmp_path: Path) -> Outcome:
         git(source, "init", "-q", "-b", "main")
         git(source, "add", "-A")
         git(source, "commit", "-qm", "jaraco.functools with a planted bug, lint as tests")
-        env = {**os.environ, **_local_index(), "FROGNANO_STATE_DIR": str(tmp_path / "state"),
+        env = {**os.environ, **_local_index(), "FROGNANO_STATE_DIR": str(state),
                "FROGNANO_WORK_DIR": str(root / "work"), "COLUMNS": "200"}
         proc = subprocess.run(
             [sys.executable, "-m", "frognano", "solve", str(source), "--issue", issue,
@@ -103,14 +109,14 @@ def _skip_without_index() -> None:
         pytest.skip("pip has no index configured on this machine")
 
 
-def test_a_lint_finding_fixed_instead_of_the_bug_is_no_evidence(tmp_path: Path,
-                                                                scorecard: Recorder) -> None:
+def test_a_lint_finding_fixed_instead_of_the_bug_is_no_evidence(
+        tmp_path: Path, state_dir: Path, scorecard: Recorder) -> None:
     _skip_without_index()
     record = scorecard("12-verdict-lint-finding-fixed-not-the-bug",
                        "jaraco.functools: the issue asks for a lint finding fixed, not the bug",
                        "refused: a fixed lint finding is no evidence, and the bug's tests "
                        "still fail; no branch")
-    done = _solve(LINT_ONLY, HOSTILE, tmp_path)
+    done = _solve(LINT_ONLY, HOSTILE, tmp_path, state_dir)
     verdict = done.result.get("verdict") or {}
     record.observed = {"baseline failing": _failing(done.baseline["tests"]),
                        "verdict": done.result.get("exit_reason"),
@@ -126,13 +132,13 @@ def test_a_lint_finding_fixed_instead_of_the_bug_is_no_evidence(tmp_path: Path,
 
 
 def test_the_honest_fix_beside_the_same_lint_findings_is_accepted(
-        tmp_path: Path, scorecard: Recorder) -> None:
+        tmp_path: Path, state_dir: Path, scorecard: Recorder) -> None:
     _skip_without_index()
     record = scorecard("12-verdict-lint-findings-before-and-after",
                        "jaraco.functools: the honest fix beside lint findings it did not "
                        "bring", "accepted with the bug's tests as evidence; the findings "
                        "set aside; the one on the file the fix edits flagged")
-    done = _solve(FIX, HONEST, tmp_path)
+    done = _solve(FIX, HONEST, tmp_path, state_dir)
     verdict = done.result.get("verdict") or {}
     record.observed = {"baseline failing": _failing(done.baseline["tests"]),
                        "verdict": done.result.get("exit_reason"),
