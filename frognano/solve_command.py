@@ -22,6 +22,7 @@ from solver.agent.harness import RunPlan
 from solver.agent.result import SolveResult
 from solver.agent.run_events import Event, EventOutput, Outputs, RunAborted
 from solver.agent.transcript import Transcript
+from solver.defaults import RunDefaults
 from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError, HostRepo
 from solver.limits import PRESETS, Limits
 from solver.local_solve import (
@@ -38,7 +39,7 @@ from solver.models.llama_resident import LlamaSettings
 from solver.policy import setup_inputs_note
 from solver.repo_config import CONFIG_PATH, MAX_CANDIDATES, RepoConfigError
 from solver.report import CandidatesReport
-from solver.run import BestOfN, NoTestCommand, NoTests, RunOutcome, RunRequest, Workspace, run
+from solver.run import NoTestCommand, NoTests, RunOutcome, RunRequest, Workspace, run
 from solver.service_report import services_text
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.verdict.evidence import NEW_FEATURE, TestEvidence
@@ -219,14 +220,15 @@ def _run_request(opts: SolveOptions, repo: Path, run_dir: Path, transcript_path:
         return Outputs(recorder, live)
 
     return RunRequest(
-        issue=opts.issue, model_for=model_for,
-        workspace=Workspace(source=repo, run_dir=run_dir, max_diff_bytes=opts.max_diff_bytes,
-                            own_commits=own_commits(repo)),
+        issue=opts.issue, workspace=Workspace(source=repo, run_dir=run_dir,
+                                              own_commits=own_commits(repo)),
+        defaults=RunDefaults(  # the flags over the settings (frognano/cli.py), once
+            model_for=model_for, limits=opts.limits, max_diff_bytes=opts.max_diff_bytes,
+            max_candidates=opts.candidates or opts.max_candidates,
+            model_slots=opts.model_slots, seed=opts.seed, sandbox_backend=opts.sandbox,
+            package_index=opts.package_index),
         transcript_for=lambda k: transcript_for(transcript_path, k),
-        test_command=opts.test_cmd, limits=opts.limits, flags=opts.flags,
-        best_of=BestOfN(asked=opts.candidates, allowed=opts.candidates or opts.max_candidates,
-                        slots=opts.model_slots, seed=opts.seed),
-        sandbox_backend=opts.sandbox, package_index=opts.package_index,
+        test_command=opts.test_cmd, flags=opts.flags, candidates=opts.candidates,
         opening=Event(),  # no trigger to open with: an event that is never recorded
         on_planned=planned)
 

@@ -29,6 +29,7 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     from frognano.model_host import run_limits
     from frognano.models import llama_settings
     from runstore.store import RunStoreUnavailable, open_run_store
+    from solver.defaults import RunDefaults
     from solver.models import ModelMaker, ModelSpec, ModelSpecError, check_model_slots
     from solver.setup.package_index import PackageIndex
     from workers.repo_cache import RepoCache
@@ -60,22 +61,19 @@ def build_runtime(settings: BotSettings):  # -> workers.runtime.Runtime
     return Runtime(
         github=GitHubAppClient(settings.github_app_id, private_key, settings.github_api_url),
         redis=redis.Redis.from_url(settings.redis_url),
-        model_factory=ModelMaker(model_spec, llama, settings.chat_template),
+        defaults=RunDefaults(  # every run's, from the settings once
+            model_for=ModelMaker(model_spec, llama, settings.chat_template), limits=limits,
+            max_run_seconds=settings.max_run_seconds, max_diff_bytes=settings.max_diff_bytes,
+            max_candidates=settings.max_candidates, model_slots=settings.model_slots,
+            seed=settings.seed, sandbox_backend=settings.sandbox,
+            package_index=PackageIndex.from_settings(settings)),
         repo_cache=RepoCache(settings.state_dir / "repos"),
         work_dir=settings.work_dir,  # the same default as `solve`'s (bot/settings.py)
         transcripts_dir=settings.state_dir / "transcripts",
         enqueue_run=enqueue_run,
         queue=settings.queue,
-        sandbox_backend=settings.sandbox,
         public_url=settings.public_url,
-        max_run_seconds=settings.max_run_seconds,
         run_store=run_store,
-        max_diff_bytes=settings.max_diff_bytes,
-        limits=limits,
-        model_slots=settings.model_slots,
-        max_candidates=settings.max_candidates,
-        seed=settings.seed,
-        package_index=PackageIndex.from_settings(settings),
     )
 
 

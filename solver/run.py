@@ -45,6 +45,7 @@ from solver.best_of import (
     first_seed,
     summary,
 )
+from solver.defaults import RunDefaults
 from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, HostRepo
 from solver.limits import PRESETS, Limits
 from solver.models.base import ModelClient, Usage
@@ -255,25 +256,13 @@ class Workspace:
     source: Path
     branch: str | None = None
     run_dir: Path
-    max_diff_bytes: int = DEFAULT_MAX_DIFF_BYTES
     own_commits: OwnCommits | None = None
 
-    def open(self, candidate: int) -> HostRepo:
+    def open(self, candidate: int, defaults: RunDefaults) -> HostRepo:
         run_dir = self.run_dir / f"candidate-{candidate + 1}" if candidate else self.run_dir
         return open_workspace(self.source, self.branch, run_dir,
-                              max_diff_bytes=self.max_diff_bytes, own_commits=self.own_commits)
-
-
-@dataclass(frozen=True, kw_only=True)
-class BestOfN:
-    """How many candidates: `asked` (the config's `candidates` when None; 1 for a
-    review), cut to `allowed` (FROGNANO_MAX_CANDIDATES), `slots` at once, the
-    first with `seed` (None: with one candidate the backend's own, else drawn)."""
-
-    asked: int | None = None
-    allowed: int = 1
-    slots: int = 1
-    seed: int | None = None
+                              max_diff_bytes=defaults.max_diff_bytes,
+                              own_commits=self.own_commits)
 
 
 def _no_outputs(plan: RunPlan, host: HostRepo) -> EventOutput:
@@ -282,21 +271,20 @@ def _no_outputs(plan: RunPlan, host: HostRepo) -> EventOutput:
 
 @dataclass(frozen=True, kw_only=True)
 class RunRequest:
-    """One run: what to solve, where, with which limits and model, and who hears it."""
+    """One run: what to solve, where, with the operator's defaults (the model, the
+    limits, the sandbox), and who hears it."""
 
     issue: str
     workspace: Workspace
-    model_for: Callable[[int | None], ModelClient]  # a client sampling with this seed
+    defaults: RunDefaults
     transcript_for: Callable[[int], Path]  # candidate k's transcript
     config: RepoConfig | None = None  # None: the workspace's own CONFIG_PATH (`solve`)
     test_command: str | None = None  # `solve --test-cmd`
     guidance: str = ""  # a maintainer's words, a review's comments
-    limits: Limits = PRESETS["evaluation"]  # the operator's preset, its context chosen
     flags: Limits = _NO_FLAGS  # `solve`'s flags: the fields set win over the config
-    max_run_seconds: float | None = None  # the worker's ceiling
-    best_of: BestOfN = field(default_factory=BestOfN)
-    sandbox_backend: str = "bubblewrap"
-    package_index: PackageIndex = NO_INDEX  # the setup phase's network
+    # Best of N: how many candidates are asked for (None: the config's `candidates`; 1 for
+    # a review), cut to the defaults' `max_candidates`.
+    candidates: int | None = None
     opening: Event = field(default_factory=Event)  # each transcript's first record
     # Once the run is planned, before any candidate: the outputs all candidates share (the
     # run record, the status comment or the terminal).
@@ -369,12 +357,13 @@ def ends_search(decision: Decision) -> bool:
 def run(request: RunRequest) -> RunOutcome:
     """Open the first workspace, plan the run in it (`NoTestCommand` when there are no
     tests to judge by), hand the plan to `on_planned`, then run the candidates."""
-    host = request.workspace.open(0)
+    defaults = request.defaults
+    host = request.workspace.open(0, defaults)
     config = request.read_config(host)
     plan = prepare(request.issue, host.work_tree, config, test_command=request.test_command,
-                   limits=request.limits, flags=request.flags, guidance=request.guidance,
-                   max_run_seconds=request.max_run_seconds,
-                   installer=request.package_index.setup_installer())
+                   limits=defaults.limits, flags=request.flags, guidance=request.guidance,
+                   max_run_seconds=defaults.max_run_seconds,
+                   installer=defaults.package_index.setup_installer())
     shared = request.on_planned(plan, host)
     return BestOf(request, plan, config, host, shared).run()
 
@@ -387,13 +376,12 @@ class BestOf:
     def __init__(self, request: RunRequest, plan: RunPlan, config: RepoConfig,
                  first_host: HostRepo, shared: EventOutput) -> None:
         self.request, self.plan, self.config = request, plan, config
-        spec = request.best_of
-        self.asked = config.candidates if spec.asked is None else spec.asked
-        self.planned = min(self.asked, spec.allowed)
+        spec = request.defaults
+        self.asked = config.candidates if request.candidates is None else request.candidates
+        self.planned = min(self.asked, spec.max_candidates)
         self.several = self.planned > 1
         self.base_seed = first_seed(spec.seed) if self.several else spec.seed
-        self.recipe = SandboxRecipe(request.sandbox_backend, config.services.specs(),
-                                    request.package_index)
+        self.recipe = spec.recipe(config.services.specs())
         self.shared = LockedOutput(shared)
         self.passed, self.crashed = threading.Event(), threading.Event()
         self.hosts: dict[int, HostRepo] = {0: first_host}
@@ -423,8 +411,9 @@ class BestOf:
 
     def _execute(self, k: int) -> SolveResult:
         request = self.request
-        host = self.hosts[k] = self.hosts[0] if k == 0 else request.workspace.open(k)
-        model = request.model_for(self.seed(k))
+        host = self.hosts[k] = (self.hosts[0] if k == 0
+                                else request.workspace.open(k, request.defaults))
+        model = request.defaults.model_for(self.seed(k))
         self.models[k] = model.name
         with Transcript(request.transcript_for(k)) as transcript:
             transcript.emit(request.opening)
@@ -439,7 +428,7 @@ class BestOf:
 
     def run(self) -> RunOutcome:
         """Every candidate, in turn or `slots` at once; then the choice, told to `shared`."""
-        slots = self.request.best_of.slots
+        slots = self.request.defaults.model_slots
         if slots == 1 or not self.several:
             for k in range(self.planned):
                 self.candidate(k)

@@ -36,7 +36,6 @@ from solver.hostgit import HostRepo
 from solver.policy import branch_for, not_installed_note
 from solver.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
 from solver.run import (
-    BestOfN,
     NoTestCommand,
     NoTests,
     RunOutcome,
@@ -221,13 +220,9 @@ def _run_request(ctx: RunContext, kind: FirstRun, workspace: Workspace, config: 
                        *([watch] if watch is not None else []))
 
     return RunRequest(
-        issue=issue, workspace=workspace, model_for=rt.model_factory,
+        issue=issue, workspace=workspace, defaults=rt.defaults,
         transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
-        config=config, limits=rt.limits, guidance=kind.guidance(ctx, config),
-        max_run_seconds=rt.max_run_seconds,
-        best_of=BestOfN(asked=kind.candidates, allowed=rt.max_candidates,
-                        slots=rt.model_slots, seed=rt.seed),
-        sandbox_backend=rt.sandbox_backend, package_index=rt.package_index,
+        config=config, guidance=kind.guidance(ctx, config), candidates=kind.candidates,
         opening=triggered, on_planned=planned,
         should_stop=lambda: not ctx.is_current() or (watch is not None and watch.passed))
 

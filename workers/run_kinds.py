@@ -67,7 +67,7 @@ class FirstRun:
 
     def workspace(self, rt: Runtime, trigger: Trigger, default_branch: str, mirror: Path,
                   run_dir: Path) -> Workspace:
-        return Workspace(source=mirror, run_dir=run_dir, max_diff_bytes=rt.max_diff_bytes,
+        return Workspace(source=mirror, run_dir=run_dir,
                          branch=self.branch(trigger, default_branch))
 
     def guidance(self, ctx: RunContext, config: RepoConfig) -> str:
@@ -133,7 +133,7 @@ class ReviewRun(FirstRun):
     def workspace(self, rt: Runtime, trigger: Trigger, default_branch: str, mirror: Path,
                   run_dir: Path) -> Workspace:
         own = OwnCommits(f"refs/heads/{default_branch}", bot_identity(rt.github.bot_login())[1])
-        return Workspace(source=mirror, run_dir=run_dir, max_diff_bytes=rt.max_diff_bytes,
+        return Workspace(source=mirror, run_dir=run_dir,
                          branch=self.branch(trigger, default_branch), own_commits=own)
 
     def not_published(self, ctx: RunContext, result: SolveResult, report: RunReport,

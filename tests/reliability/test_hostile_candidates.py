@@ -32,10 +32,11 @@ from typing import Any
 import pytest
 
 from solver.agent.run_events import Triggered
+from solver.defaults import RunDefaults
 from solver.models.base import ModelClient
 from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from solver.repo_config import parse_repo_config
-from solver.run import BestOfN, RunOutcome, RunRequest, Workspace, run
+from solver.run import RunOutcome, RunRequest, Workspace, run
 from tests.conftest import make_repo
 from tests.reliability.conftest import Recorder
 from tests.reliability.stack import FIX_CALC
@@ -70,12 +71,12 @@ def best_of(root: Path, tmp: Path, scripts: list[list[Any]]) -> RunOutcome:
         return ScriptedModel(scripts[seed], seed=seed)
 
     return run(RunRequest(
-        issue="add() subtracts", config=DEFAULT, model_for=model_for,
+        issue="add() subtracts", config=DEFAULT, candidates=len(scripts),
+        defaults=RunDefaults(model_for=model_for, max_candidates=len(scripts),
+                             model_slots=len(scripts), seed=0),
         workspace=Workspace(source=source, run_dir=root / "run"),
         transcript_for=lambda k: tmp / f"{k}.jsonl",
-        opening=Triggered(trigger={}, generation=1),
-        best_of=BestOfN(asked=len(scripts), allowed=len(scripts), slots=len(scripts),
-                        seed=0)))
+        opening=Triggered(trigger={}, generation=1)))
 
 
 def outcomes(candidates: RunOutcome) -> dict[int, tuple[str, int, int]]:

@@ -12,6 +12,7 @@ import pytest
 from sandbox import SandboxConfig, open_sandbox
 from solver.agent.result import SolveResult
 from solver.agent.run_events import Triggered
+from solver.defaults import RunDefaults
 from solver.hostgit import GitError, HostRepo, Snapshot
 from solver.limits import Limits
 from solver.models.base import ModelClient, Usage
@@ -19,7 +20,6 @@ from solver.models.scripted import ScriptedModel, final_answer, think_and_call
 from solver.repo_config import parse_repo_config
 from solver.run import (
     NO_CHANGE,
-    BestOfN,
     NoTestCommand,
     RunRequest,
     Workspace,
@@ -155,9 +155,9 @@ def test_a_crashed_candidate_stops_the_others_and_is_the_runs(tmp_path: Path) ->
     started = threading.Event()
 
     class MirrorGone(Workspace):
-        def open(self, candidate: int) -> HostRepo:
+        def open(self, candidate: int, defaults: RunDefaults) -> HostRepo:
             if candidate == 0:
-                return super().open(candidate)
+                return super().open(candidate, defaults)
             started.wait(60)  # candidate 1 is under way first
             raise GitError("the mirror is gone")
 
@@ -167,11 +167,12 @@ def test_a_crashed_candidate_stops_the_others_and_is_the_runs(tmp_path: Path) ->
                               final_answer("Fixed.")], seed=seed)
 
     with reachable_dir() as root, pytest.raises(GitError, match="the mirror is gone"):
-        run(RunRequest(issue="add() subtracts", config=DEFAULT, model_for=model_for,
+        run(RunRequest(issue="add() subtracts", config=DEFAULT, candidates=2,
+                       defaults=RunDefaults(model_for=model_for, max_candidates=2,
+                                            model_slots=2),
                        workspace=MirrorGone(source=source, run_dir=root / "run"),
                        transcript_for=lambda k: tmp_path / f"{k}.jsonl",
-                       opening=Triggered(trigger={}, generation=1),
-                       best_of=BestOfN(asked=2, allowed=2, slots=2)))
+                       opening=Triggered(trigger={}, generation=1)))
     first = [json.loads(line) for line in (tmp_path / "0.jsonl").read_text().splitlines()]
     result = next(r for r in first if r["kind"] == "result")
     assert result["exit_reason"] == "cancelled" and "return a + b" not in result["diff"]

@@ -15,6 +15,7 @@ from bot.github_api import RepoRef
 from bot.github_client import GitHubAppClient
 from bot.messages import NEEDS_HUMAN_LABEL, CiRoundLine
 from bot.triggers import Trigger
+from solver.defaults import RunDefaults
 from tests.conftest import git, make_repo
 from tests.support.fake_github.server import FakeGitHub
 from tests.support.redis_server import RedisServer
@@ -95,7 +96,7 @@ def accepting(tmp_path: Path, redis_server: RedisServer) -> Iterator[Accepting]:
                                    body="Fixes #1", head="frognano/issue-1", base="main")
         queued: list[dict[str, Any]] = []
         rt = Runtime(github=github, redis=redis_server.client(),
-                     model_factory=lambda _: None,  # type: ignore[arg-type,return-value]
+                     defaults=RunDefaults(model_for=lambda _: None),  # type: ignore[arg-type,return-value]
                      repo_cache=RepoCache(tmp_path / "cache"), work_dir=tmp_path / "work",
                      transcripts_dir=tmp_path / "transcripts", enqueue_run=queued.append)
         yield Accepting(fake, rt, queued)

@@ -17,6 +17,7 @@ from bot.messages import RunReport
 from bot.triggers import Trigger
 from solver.agent.result import SolveResult
 from solver.agent.run_events import BaselineDone
+from solver.defaults import RunDefaults
 from solver.models.base import Usage
 from solver.policy import bot_identity
 from solver.run import Decision
@@ -68,10 +69,9 @@ def edges(tmp_path: Path, redis_server: RedisServer) -> Iterator[Edges]:
         fake.add_issue(OWNER, REPO, 1, "add() subtracts")
         github = GitHubAppClient(fake.app_id, fake.private_key_pem, fake.api_url)
         rt = Runtime(github=github, redis=redis_server.client(),
-                     model_factory=lambda _: None,  # type: ignore[arg-type,return-value]
+                     defaults=RunDefaults(model_for=lambda _: None),  # type: ignore[arg-type,return-value]
                      repo_cache=RepoCache(tmp_path / "cache"), work_dir=tmp_path / "work",
-                     transcripts_dir=tmp_path / "transcripts", enqueue_run=lambda _: None,
-                     max_diff_bytes=1234)
+                     transcripts_dir=tmp_path / "transcripts", enqueue_run=lambda _: None)
         yield Edges(fake, rt, tmp_path)
     assert not fake.violations, "\n".join(fake.violations)
 
@@ -80,8 +80,7 @@ def test_each_kind_says_where_its_workspace_comes_from_and_whose_commits_it_dist
         edges: Edges) -> None:
     mirror, run_dir = edges.tmp / "mirror", edges.tmp / "run"
     first = FirstRun().workspace(edges.rt, trigger("label"), "main", mirror, run_dir)
-    assert (first.source, first.branch, first.own_commits, first.max_diff_bytes) == (
-        mirror, "main", None, 1234)
+    assert (first.source, first.branch, first.own_commits) == (mirror, "main", None)
     bot_email = bot_identity(edges.fake.bot_login)[1]
     for kind in (ReviewRun(), CiRepairRun()):
         space = kind.workspace(edges.rt, trigger("review"), "main", mirror, run_dir)

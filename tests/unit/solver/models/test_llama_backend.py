@@ -487,7 +487,7 @@ def worker_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, model: Path,
     monkeypatch.setenv("FROGNANO_DATABASE_URL", f"sqlite:///{tmp_path / 'runs.db'}")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    built = build_runtime(BotSettings()).model_factory()
+    built = build_runtime(BotSettings()).defaults.model_for(None)
     assert isinstance(built, LlamaCppModel)
     return built
 

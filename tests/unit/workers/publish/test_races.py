@@ -17,6 +17,7 @@ import pytest
 from bot.github_api import RepoRef
 from bot.github_client import GitHubAppClient
 from bot.triggers import Trigger
+from solver.defaults import RunDefaults
 from solver.hostgit import HostRepo
 from solver.policy import branch_for
 from solver.replay import JudgeReplay
@@ -91,7 +92,8 @@ def world(tmp_path: Path) -> Iterator[World]:
             fake.add_issue(OWNER, REPO, 1, "add() subtracts")
             fake.set_permission(OWNER, REPO, MAINTAINER, "write")
             github = GitHubAppClient(fake.app_id, fake.private_key_pem, fake.api_url)
-            rt = Runtime(github=github, redis=redis.client(), model_factory=lambda _: None,  # type: ignore[arg-type,return-value]
+            rt = Runtime(github=github, redis=redis.client(),
+                         defaults=RunDefaults(model_for=lambda _: None),  # type: ignore[arg-type,return-value]
                          repo_cache=RepoCache(tmp_path / "cache"), work_dir=tmp_path / "work",
                          transcripts_dir=tmp_path / "transcripts",
                          enqueue_run=lambda _: None)
