@@ -187,8 +187,8 @@ def test_solve_and_the_worker_share_the_work_dir(clean_env: pytest.MonkeyPatch,
     worker = build_runtime(settings)
     assert solve.work_dir == worker.work_dir == Path(f"/var/tmp/frognano-{os.getuid()}")
     assert solve.state_dir / "transcripts" == worker.transcripts_dir
-    assert solve.max_diff_bytes == worker.max_diff_bytes
-    assert worker.limits.max_context_tokens == solve.n_ctx  # one context choice
+    assert solve.max_diff_bytes == worker.defaults.max_diff_bytes
+    assert worker.defaults.limits.max_context_tokens == solve.n_ctx  # one context choice
     worker.run_store.close()
 
 
