@@ -54,10 +54,15 @@ TARGETS = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__))
 CREDENTIAL = re.compile(r"[a-z+]+://[^/\s:@]+:[^@\s/]+@[^\s'\"]+")
 
 
+# Not the two-character escapes: setuptools' PEP 517 backend (uv builds through it)
+# rewrites them to a bare newline in setup.py's source before it runs it.
+CRLF = chr(13) + chr(10)
+
+
 def connect_via_proxy(target):
     try:
         with socket.create_connection(("127.0.0.1", 3128), timeout=10) as s:
-            s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            s.sendall(f"CONNECT {target} HTTP/1.1{CRLF}Host: {target}{CRLF}{CRLF}".encode())
             return s.recv(400).decode("latin-1").splitlines()[0]
     except OSError as exc:
         return f"error: {exc}"
