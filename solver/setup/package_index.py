@@ -40,7 +40,9 @@ class IndexSettings(Protocol):
     setup_venv_cache: bool
     setup_cache_max_gb: float
     setup_fetch_max_gb: float
-    setup_installer: str
+
+    @property
+    def setup_installer(self) -> str: ...  # "uv" or "pip" (read only: a Literal fits)
 
 
 def _items(text: str | None) -> tuple[str, ...]:
