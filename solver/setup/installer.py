@@ -22,9 +22,11 @@ test run needs them (the agent phase has no network to install with; a hint's
 `.github/frognano.yml` line calls the same function). Where uv cannot do what
 the project needs (an index that fails, which pip steps over; a requirement-file option
 uv does not know; a build only pip manages), the same requirements go to pip in a fresh
-venv, and the setup's output and note say so (`fell_back`, `FALLBACK_NOTE`). uv reads no
+venv, and the setup's output and note say so (`fell_back`, `FALLBACK_NOTE`); both tries are
+one command, so they share the setup's timeout and its fetch budget. uv reads no
 configuration of the repository's (`--no-config`, `--no-sources`): the indexes are the
-operator's, as pip's are.
+operator's, as pip's are. The unsafe-local backend's login shell takes Debian's PATH from
+/etc/profile, where no `uv` is: there pip, the fallback, installs.
 """
 
 from __future__ import annotations
