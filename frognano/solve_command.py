@@ -23,6 +23,7 @@ from solver.agent.result import SolveResult
 from solver.agent.run_events import Event, EventOutput, Outputs, RunAborted
 from solver.agent.transcript import Transcript
 from solver.defaults import RunDefaults
+from solver.driver import drive
 from solver.hostgit import DEFAULT_MAX_DIFF_BYTES, GitError, HostRepo
 from solver.limits import PRESETS, Limits
 from solver.local_solve import (
@@ -39,7 +40,7 @@ from solver.models.llama_resident import LlamaSettings
 from solver.policy import setup_inputs_note
 from solver.repo_config import CONFIG_PATH, MAX_CANDIDATES, RepoConfigError
 from solver.report import CandidatesReport
-from solver.run import NoTestCommand, NoTests, RunOutcome, RunRequest, Workspace, run
+from solver.run import NoTestCommand, NoTests, RunOutcome, RunRequest, Workspace
 from solver.service_report import services_text
 from solver.setup.package_index import NO_INDEX, PackageIndex
 from solver.verdict.evidence import NEW_FEATURE, TestEvidence
@@ -171,20 +172,47 @@ def _solve(opts: SolveOptions, slug: str, run_dir: Path, transcript_path: Path,
     model_for = _model_factory(opts)
     model = model_for(opts.seed)  # its name and tokenizer, before any candidate starts
     _check_issue_size(opts.issue, model, opts.n_ctx)
+    defaults = RunDefaults(  # the flags over the settings (frognano/cli.py), once
+        model_for=model_for, limits=opts.limits, max_diff_bytes=opts.max_diff_bytes,
+        max_candidates=opts.candidates or opts.max_candidates,
+        model_slots=opts.model_slots, seed=opts.seed, sandbox_backend=opts.sandbox,
+        package_index=opts.package_index)
     with ExitStack() as progress:  # the progress line, from the plan to the end
-        request = _run_request(opts, repo, run_dir, transcript_path, model.name, console,
-                               recorder, model_for, progress)
-        try:
-            outcome = run(request)
-        except NoTests:
+        return drive(LocalSolve(opts, repo, slug, run_dir, transcript_path, model.name,
+                                console, recorder, progress), defaults)
+
+
+@dataclass
+class LocalSolve:
+    """`frognano solve`'s kind of run (solver/driver.py): the user's checkout, its own
+    commits on a `frognano/*` branch distrusted, `--issue` as the task, `--candidates`
+    over the checkout's config; applied as a local branch."""
+
+    opts: SolveOptions
+    repo: Path
+    slug: str
+    run_dir: Path
+    transcript_path: Path
+    model_name: str
+    console: Console
+    recorder: RunRecorder
+    progress: ExitStack  # the live progress line, closed before the report
+
+    def request(self, defaults: RunDefaults) -> RunRequest:
+        return _run_request(self, defaults)
+
+    def no_tests(self, error: NoTestCommand) -> int:
+        if isinstance(error, NoTests):
             raise BadInput("the repository has no tests (no test file at all), so there is "
-                           "nothing to judge a fix by: add tests, or pass --test-cmd CMD") \
-                from None
-        except NoTestCommand:
-            raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
-                           f"{CONFIG_PATH}; the harness needs the repository's tests to "
-                           "judge a fix") from None
-    return _apply(opts, repo, slug, transcript_path, outcome, console)
+                           "nothing to judge a fix by: add tests, or pass --test-cmd CMD")
+        raise BadInput("no test command found: pass --test-cmd CMD, or set `test:` in "
+                       f"{CONFIG_PATH}; the harness needs the repository's tests to "
+                       "judge a fix")
+
+    def apply(self, outcome: RunOutcome) -> int:
+        self.progress.close()
+        return _apply(self.opts, self.repo, self.slug, self.transcript_path, outcome,
+                      self.console)
 
 
 def _model_factory(opts: SolveOptions) -> Callable[[int | None], ModelClient]:
@@ -199,35 +227,30 @@ def _model_factory(opts: SolveOptions) -> Callable[[int | None], ModelClient]:
     return ModelMaker(spec, llama, opts.chat_template)
 
 
-def _run_request(opts: SolveOptions, repo: Path, run_dir: Path, transcript_path: Path,
-                 model_name: str, console: Console, recorder: RunRecorder,
-                 model_for: Callable[[int | None], ModelClient], progress: ExitStack
-                 ) -> RunRequest:
+def _run_request(solve: LocalSolve, defaults: RunDefaults) -> RunRequest:
     """The checkout's own config (HEAD is the user's), the flags over it; on a branch
     `solve` made, its setup runs none of the model's files, and the tests that judge it
     are the repository's (solver/run.open_workspace). Best of N: `--candidates` over the
     checkout's `candidates`; the config's value is cut to
     FROGNANO_MAX_CANDIDATES as in the bot, the flag is the operator's own word."""
+    opts, repo, console = solve.opts, solve.repo, solve.console
 
     def planned(plan: RunPlan, host: HostRepo) -> EventOutput:
         console.print(shown(f"repository {repo} at {host.base[:12]}; tests: "
-                            f"`{plan.test_command}`; model {model_name}; sandbox "
+                            f"`{plan.test_command}`; model {solve.model_name}; sandbox "
                             f"{opts.sandbox}"), highlight=False)
         if plan.setup_note:
             console.print(shown(f"setup {plan.setup_note}: `{plan.setup_command}`"),
                           highlight=False)
-        live = progress.enter_context(Progress(console, every_seconds=opts.progress_seconds))
-        return Outputs(recorder, live)
+        live = solve.progress.enter_context(Progress(console,
+                                                     every_seconds=opts.progress_seconds))
+        return Outputs(solve.recorder, live)
 
     return RunRequest(
-        issue=opts.issue, workspace=Workspace(source=repo, run_dir=run_dir,
+        issue=opts.issue, workspace=Workspace(source=repo, run_dir=solve.run_dir,
                                               own_commits=own_commits(repo)),
-        defaults=RunDefaults(  # the flags over the settings (frognano/cli.py), once
-            model_for=model_for, limits=opts.limits, max_diff_bytes=opts.max_diff_bytes,
-            max_candidates=opts.candidates or opts.max_candidates,
-            model_slots=opts.model_slots, seed=opts.seed, sandbox_backend=opts.sandbox,
-            package_index=opts.package_index),
-        transcript_for=lambda k: transcript_for(transcript_path, k),
+        defaults=defaults,
+        transcript_for=lambda k: transcript_for(solve.transcript_path, k),
         test_command=opts.test_cmd, flags=opts.flags, candidates=opts.candidates,
         opening=Event(),  # no trigger to open with: an event that is never recorded
         on_planned=planned)

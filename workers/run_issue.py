@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.git_data import with_co_author
@@ -32,6 +33,8 @@ from sandbox.trees import remove_tree
 from solver.agent.harness import RunPlan
 from solver.agent.result import SolveResult
 from solver.agent.run_events import EventOutput, Outputs, Triggered
+from solver.defaults import RunDefaults
+from solver.driver import drive
 from solver.hostgit import HostRepo
 from solver.policy import branch_for, not_installed_note
 from solver.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, parse_repo_config
@@ -41,7 +44,6 @@ from solver.run import (
     RunOutcome,
     RunRequest,
     Workspace,
-    run,
 )
 from workers import ci_repair
 from workers.context import RunContext
@@ -149,9 +151,8 @@ def _no_tests_summary(exc: NoTestCommand) -> str:
 
 
 def _run_locked(ctx: RunContext, run_dir: Path) -> str:
-    """The one driver of every kind of run (workers/run_kinds.py): the kind's workspace
-    and guidance make the request, solver.run runs it, the kind's checks and `apply`
-    publish it, or say why not."""
+    """The kind's checks before the run, the config from the default branch, then the one
+    driver (solver/driver.py) with the operator's defaults."""
     rt, trigger, kind = ctx.runtime, ctx.trigger, run_kind(ctx.trigger)
     ctx.status.preparing()
     default_branch = rt.github.default_branch(ctx.repo)
@@ -163,35 +164,57 @@ def _run_locked(ctx: RunContext, run_dir: Path) -> str:
     if config is None:
         return "invalid_config"
     issue = rt.github.issue(ctx.repo, trigger.issue_number)
-    request = _run_request(ctx, kind, kind.workspace(rt, trigger, default_branch, mirror,
-                                                     run_dir),
-                           config, f"{issue.title}\n\n{issue.body}".strip())
-    try:
-        ran = run(request)
-    except NoTestCommand as exc:
-        ctx.status.failed(_no_tests_summary(exc))
+    return drive(BotRun(ctx, kind, config, kind.workspace(rt, trigger, default_branch,
+                                                          mirror, run_dir),
+                        issue.title, issue.body, default_branch), rt.defaults)
+
+
+@dataclass(frozen=True)
+class BotRun:
+    """One run of the bot of its kind (workers/run_kinds.py), bound to its context: the
+    driver's kind (solver/driver.RunKind)."""
+
+    ctx: RunContext
+    kind: FirstRun
+    config: RepoConfig
+    workspace: Workspace
+    title: str  # the issue's
+    body: str
+    default_branch: str
+
+    def request(self, defaults: RunDefaults) -> RunRequest:
+        return _run_request(self.ctx, self.kind, self.workspace, self.config,
+                            f"{self.title}\n\n{self.body}".strip(), defaults)
+
+    def no_tests(self, error: NoTestCommand) -> str:
+        self.ctx.status.failed(_no_tests_summary(error))
         return "no_tests"
-    if not ctx.is_current():  # the newer run owns the status comment now
-        outcome, reason = ctx.coordinator.stop_reason()
-        if reason is not None:  # a cancel: a progress edit may have landed after its own
-            ctx.status.cancelled(reason)
-        return outcome
-    # What the evidence ran on: the default branch, or for a review the PR's branch.
-    report = _report(rt, trigger, ctx.generation, ran.result, ran,
-                     (issue.title, kind.branch(trigger, default_branch)))
-    report = ci_repair.with_rounds(ctx, report, ran.decision.action == "publish",
-                                   this_round=kind.this_round())
-    if (ended := kind.after_run(ctx, ran, config, report)) is not None:
-        return ended
-    if ran.decision.action != "publish":
-        return kind.not_published(ctx, ran.result, report, ran.decision)
-    # The person who asked is credited: GitHub makes the App's bot the author of the
-    # commits it signs (workers/publish/api_commit.py).
-    message = with_co_author(commit_message(issue.title, trigger.issue_number,
-                                            ran.plan.test_command, config.ci),
-                             trigger.actor, trigger.actor_id)
-    return kind.apply(ctx, ran, report, message,
-                      lambda k: transcript_path(rt, trigger, ctx.generation, k))
+
+    def apply(self, ran: RunOutcome) -> str:
+        """Stopped when superseded or cancelled; else the kind's checks, then its `apply`
+        or why nothing is published."""
+        ctx, kind, trigger = self.ctx, self.kind, self.ctx.trigger
+        if not ctx.is_current():  # the newer run owns the status comment now
+            outcome, reason = ctx.coordinator.stop_reason()
+            if reason is not None:  # a cancel: a progress edit may have landed after its own
+                ctx.status.cancelled(reason)
+            return outcome
+        # What the evidence ran on: the default branch, or for a review the PR's branch.
+        report = _report(ctx.runtime, trigger, ctx.generation, ran.result, ran,
+                         (self.title, kind.branch(trigger, self.default_branch)))
+        report = ci_repair.with_rounds(ctx, report, ran.decision.action == "publish",
+                                       this_round=kind.this_round())
+        if (ended := kind.after_run(ctx, ran, self.config, report)) is not None:
+            return ended
+        if ran.decision.action != "publish":
+            return kind.not_published(ctx, ran.result, report, ran.decision)
+        # The person who asked is credited: GitHub makes the App's bot the author of the
+        # commits it signs (workers/publish/api_commit.py).
+        message = with_co_author(commit_message(self.title, trigger.issue_number,
+                                                ran.plan.test_command, self.config.ci),
+                                 trigger.actor, trigger.actor_id)
+        return kind.apply(ctx, ran, report, message,
+                          lambda k: transcript_path(ctx.runtime, trigger, ctx.generation, k))
 
 
 def _read_config(ctx: RunContext, default_branch: str) -> RepoConfig | None:
@@ -206,7 +229,7 @@ def _read_config(ctx: RunContext, default_branch: str) -> RepoConfig | None:
 
 
 def _run_request(ctx: RunContext, kind: FirstRun, workspace: Workspace, config: RepoConfig,
-                 issue: str) -> RunRequest:
+                 issue: str, defaults: RunDefaults) -> RunRequest:
     """The bot's run (solver/run.py): the config from the default branch, the operator's
     limits and ceiling, the run record and the status comment hearing every candidate;
     the kind's guidance, candidates and extra stop."""
@@ -220,7 +243,7 @@ def _run_request(ctx: RunContext, kind: FirstRun, workspace: Workspace, config: 
                        *([watch] if watch is not None else []))
 
     return RunRequest(
-        issue=issue, workspace=workspace, defaults=rt.defaults,
+        issue=issue, workspace=workspace, defaults=defaults,
         transcript_for=lambda k: transcript_path(rt, trigger, generation, k),
         config=config, guidance=kind.guidance(ctx, config), candidates=kind.candidates,
         opening=triggered, on_planned=planned,
