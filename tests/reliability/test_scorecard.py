@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.reliability.scorecard import (REAL_PROJECT_KEY, ScenarioRecord, clear_results,
-                                         load_records, render)
+from tests.reliability.scorecard import (
+    REAL_PROJECT_KEY,
+    ScenarioRecord,
+    clear_results,
+    load_records,
+    render,
+)
 
 
 def _project(name: str, ran_at: str, seconds: float) -> ScenarioRecord:
