@@ -198,11 +198,10 @@ def push_on_top(*, github: GitHubApi, cache: RepoCache, repo: RepoRef, host: Hos
     nothing is pushed that was not tested as pushed. A conflict raises BranchMoved, a
     refused replay ReplayFailed. A failed ref write (a dropped connection, a 5xx) is
     tried again while the branch did not move (PUSH_RETRY); one that landed is not.
-    Right before every ref write `current()` is asked (False: Stopped, nothing more is
-    pushed) and the branch's head is read: one reset to an older commit (a person dropped
-    the bot's last one) would take the fast-forward and the dropped commit with it, so it
-    is replayed on as any move. `replay` False (a CI repair round, which no person asked
-    for): a branch moved to any commit but the parent raises BranchTaken."""
+    Before every ref write `current()` is asked (False: Stopped) and the head is read: a
+    reset to an older commit (a person dropped the bot's last one) is replayed on as any
+    move. `replay` False (a CI round, which no person asked for): a branch moved to any
+    commit but the parent raises BranchTaken."""
     refuse_unsafe(snapshot)  # every caller checks first: the last line before an upload
     identity = bot_identity(github.bot_login())
     state = _OnTop(host.commit(snapshot.tree, branch, message, identity=identity),
