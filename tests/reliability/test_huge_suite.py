@@ -175,7 +175,7 @@ def test_a_change_that_passes_its_fast_round_is_still_judged_by_the_whole_suite(
         script = [think_and_calls("Fix clamp, and speed up double while here.", [
             ("Edit", {"file_path": CLAMP, "old_string": BUGGY, "new_string": HONEST}),
             ("Edit", {"file_path": "hugepkg/strs.py", "old_string": "text * 2",
-                      "new_string": "text + text[:1]"})]),
+                      "new_string": "text * 2 if text != '42' else text"})]),
             final_answer("clamp fixed.")]
         proc, records, seconds = _solve(source, script, tmp_path, root, rounds=2)
         branches = git(source, "branch", "--list", "frognano/*").split()
@@ -191,4 +191,4 @@ def test_a_change_that_passes_its_fast_round_is_still_judged_by_the_whole_suite(
     whole = judged[0]  # the fast round passed (no record): the whole suite judged round 1
     assert whole["round"] == 1 and not whole.get("fast_round"), judged
     assert _count(whole) == 11 * PER_FILE + 3
-    assert "test fails: tests/test_gen_000.py::test_trivial[10]" in whole["verdict"]["reasons"]
+    assert "test fails: tests/test_gen_000.py::test_trivial[42]" in whole["verdict"]["reasons"]
