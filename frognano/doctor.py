@@ -195,12 +195,20 @@ def check_gpus(settings: BotSettings, environ: Mapping[str, str], model_bytes: i
     return [found, Check("vram", "ok", detail)]
 
 
-# What GitHub posts webhooks to: the receiver (`frognano up`, port 8000 by default) behind
-# HTTPS, a reverse proxy or a tunnel (the README's "A public URL for GitHub").
-PUBLIC_URL_EXAMPLE = ("the HTTPS address GitHub reaches the receiver at, e.g. "
-                      "FROGNANO_PUBLIC_URL=https://frognano.example.org (a reverse proxy to "
-                      "http://127.0.0.1:8000), or the https://….trycloudflare.com address "
-                      "`cloudflared tunnel --url http://127.0.0.1:8000` prints")
+# Where the receiver listens when no --host/--port says otherwise (frognano/cli.py).
+DEFAULT_LOCAL_URL = "http://127.0.0.1:8000"
+
+
+def public_url_example(local_url: str) -> str:
+    """What GitHub posts webhooks to: the receiver at `local_url` behind HTTPS, a reverse
+    proxy or a tunnel (the README's "A public URL for GitHub")."""
+    local = local_url.rstrip("/")
+    return ("the HTTPS address GitHub reaches the receiver at, e.g. "
+            "FROGNANO_PUBLIC_URL=https://frognano.example.org (a reverse proxy to "
+            f"{local}), or the https://….trycloudflare.com address "
+            f"`cloudflared tunnel --url {local}` prints")
+
+
 DASHBOARD_TOKEN_FIX = "export FROGNANO_DASHBOARD_TOKEN=\"$(openssl rand -hex 16)\""
 
 
@@ -219,15 +227,16 @@ def dashboard_access(settings: BotSettings, base_url: str) -> tuple[str, str]:
                     "FROGNANO_DASHBOARD_USER and _PASSWORD) is set")
 
 
-def check_dashboard(settings: BotSettings) -> Check:
-    base = settings.public_url or "http://127.0.0.1:8000"
+def check_dashboard(settings: BotSettings, local_url: str = DEFAULT_LOCAL_URL) -> Check:
+    # The local address follows `up`'s --host/--port, so the line names the right port.
+    base = settings.public_url or local_url
     status, detail = dashboard_access(settings, base)
     fix = (f"{DASHBOARD_TOKEN_FIX}, restart, then open "
            f"{base.rstrip('/')}/runs?token=$FROGNANO_DASHBOARD_TOKEN")
     return Check("dashboard", status, detail, fix)
 
 
-def check_app(settings: BotSettings) -> list[Check]:
+def check_app(settings: BotSettings, local_url: str = DEFAULT_LOCAL_URL) -> list[Check]:
     setup = "open the receiver's / page and create the App (the setup token is in its log)"
     checks = []
     if settings.github_app_id is None:
@@ -261,11 +270,11 @@ def check_app(settings: BotSettings) -> list[Check]:
     url = settings.public_url
     if not url:
         checks.append(Check("public url", "fail", "FROGNANO_PUBLIC_URL is not set",
-                            PUBLIC_URL_EXAMPLE))
+                            public_url_example(local_url)))
     elif not url.startswith("https://"):
         checks.append(Check("public url", "warn", f"{url} is not HTTPS",
                             "put the receiver behind an HTTPS reverse proxy: "
-                            + PUBLIC_URL_EXAMPLE))
+                            + public_url_example(local_url)))
     else:
         checks.append(Check("public url", "ok", url))
     return checks
@@ -385,7 +394,8 @@ def check_context(settings: BotSettings, environ: Mapping[str, str]) -> Check:
                  "FROGNANO_RUN_WORKERS_PER_GPU" if cut else "")
 
 
-def all_checks(settings: BotSettings) -> list[Check]:
+def all_checks(settings: BotSettings, local_url: str = DEFAULT_LOCAL_URL) -> list[Check]:
+    """Every check, its addresses naming `local_url`, where the receiver listens."""
     sections: list[Callable[[], list[Check]]] = [
         lambda: [check_bubblewrap()],
         sandbox_limits,
@@ -396,8 +406,8 @@ def all_checks(settings: BotSettings) -> list[Check]:
         lambda: [check_database(settings)],
         lambda: check_model(settings),
         lambda: [check_context(settings, os.environ)],
-        lambda: check_app(settings),
-        lambda: [check_dashboard(settings)],
+        lambda: check_app(settings, local_url),
+        lambda: [check_dashboard(settings, local_url)],
         lambda: check_package_index(settings),
     ]
     return [check for section in sections for check in section()]

@@ -225,9 +225,11 @@ def run_up(settings: BotSettings, *, host: str, port: int, workers_per_gpu: int,
 def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
          workers_per_gpu: int, state_dir: Path, redis_port: int | None) -> int:
     output = supervisor.output
-    # The same checks as `frognano doctor`, so what is missing is said before it matters.
+    url = f"http://{_browser_host(host)}:{port}/"
+    # The same checks as `frognano doctor`, so what is missing is said before it matters;
+    # their addresses name this receiver's --host and --port.
     checks = io.StringIO()
-    doctor_report(all_checks(settings), checks)
+    doctor_report(all_checks(settings, url), checks)
     for line in checks.getvalue().splitlines():
         output.line("doctor", line)
     env = {**os.environ, "FROGNANO_STATE_DIR": str(state_dir), "PYTHONUNBUFFERED": "1"}
@@ -253,7 +255,6 @@ def _run(supervisor: Supervisor, settings: BotSettings, *, host: str, port: int,
         output.note("the receiver did not start listening; see its output above")
         return EXIT_FAILED
 
-    url = f"http://{_browser_host(host)}:{port}/"
     setup_url = setup_link(settings.public_url or url, setup_token) if setup_token else url
     workers_text, next_step = _start_workers(supervisor, settings, env, workers_per_gpu,
                                              setup_url)

@@ -204,6 +204,14 @@ def test_without_credentials_it_serves_setup_and_stops_cleanly(state_dir: Path,
         assert re.search(r"doctor\s+\| FAIL  app id\s+GITHUB_APP_ID is not set", up.output())
         assert re.search(r"doctor\s+\| ok    bubblewrap", up.output())
         assert "open http://127.0.0.1:" in up.output()
+        # Every address printed follows --port: doctor's dashboard and public-URL lines
+        # name this receiver's port, never the default 8000 (issue 33 §3).
+        doctor_lines = "\n".join(line for line in up.output().splitlines()
+                                 if line.startswith("doctor"))
+        assert f"http://127.0.0.1:{up.port}/runs refuses everyone" in doctor_lines
+        assert f"cloudflared tunnel --url http://127.0.0.1:{up.port}`" in doctor_lines
+        addresses = re.findall(r"http://(?:127\.0\.0\.1|localhost):(\d+)", up.output())
+        assert addresses and set(addresses) <= {str(up.port)}, addresses
         # The banner names the dashboard, and how to get in (issue 22 §3).
         assert re.search(r"dashboard http://127\.0\.0\.1:\d+/runs refuses everyone: no "
                          r"FROGNANO_DASHBOARD_TOKEN", up.output())

@@ -79,3 +79,15 @@ def test_doctor_prints_the_dashboard_line(tmp_path: Path) -> None:
     assert "warn  dashboard" in done.stdout, done.stdout + done.stderr
     assert "openssl rand -hex 16" in done.stdout
     assert "/runs?token=$FROGNANO_DASHBOARD_TOKEN" in done.stdout
+
+
+def test_doctor_addresses_follow_the_receivers_port(tmp_path: Path) -> None:
+    """`frognano up --port 8765`: doctor's dashboard and public-URL lines name 8765, the
+    port the receiver listens on, not the default 8000 (issue 33 §3)."""
+    local = "http://127.0.0.1:8765/"
+    dashboard = check_dashboard(_settings(tmp_path), local)
+    assert dashboard.detail.startswith("http://127.0.0.1:8765/runs refuses everyone")
+    assert "http://127.0.0.1:8765/runs?token=$FROGNANO_DASHBOARD_TOKEN" in dashboard.fix
+    public = {c.name: c for c in check_app(_settings(tmp_path), local)}["public url"]
+    assert "cloudflared tunnel --url http://127.0.0.1:8765`" in public.fix
+    assert "8000" not in dashboard.line() + public.line()
