@@ -16,8 +16,14 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 # Added lines that refuse the change: pytest's own machinery and the harness's channels.
+# unittest's result machinery too: Django's runner, the unittest reporter and the run
+# outside pytest all hand each test a TestResult through TestCase.run, so library code
+# that wraps `TestCase.run` or a result's `addFailure` makes failures successes there.
 REFUSED = re.compile(r"\b(?:_pytest|pytest|pluggy)\b|junitxml|junit_|PYTEST_|"
-                     r"frognano_verdict_guard|FROGNANO_GUARD")
+                     r"frognano_verdict_guard|FROGNANO_GUARD|frognano_\w*report|"
+                     r"\bTestCase\.(?:run|__call__|debug)\b|\b(?:Text)?TestResult\b|"
+                     r"\badd(?:Success|Failure|Error|Skip|SubTest|ExpectedFailure|"
+                     r"UnexpectedSuccess)\b|\bget_runner\b|\bTEST_RUNNER\b")
 # Added lines that are said loudly: process exit, import and tracing hooks.
 FLAGGED = re.compile(r"\bos\._exit\b|\batexit\b|\bsys\.(?:meta_path|path_hooks|settrace|"
                      r"setprofile|excepthook)\b|\bgc\.get_objects\b|\b__code__\b|"
@@ -52,7 +58,7 @@ def scan(path: str, read_base: Callable[[str], bytes | None],
     flags: list[str] = []
     if refused:
         message = (f"{path} (code under test, not a test) imports or names pytest's "
-                   f"machinery or the harness's report: {_shown(refused)}")
+                   f"or unittest's machinery or the harness's report: {_shown(refused)}")
         if REFUSED.search(base_text):
             # The file talked to pytest before the change (a pytest plugin project).
             flags.append(message)
