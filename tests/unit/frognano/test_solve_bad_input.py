@@ -140,7 +140,9 @@ def test_hanging_test_command_is_cut_off(tmp_path: Path, script: str) -> None:
                                       "README.md": "x\n"})
     result = frognano(tmp_path, str(repo), "--issue", "x", "--model", script,
                       "--test-cmd", "sleep 1000", "--max-rounds", "1")
-    assert_stopped_before_the_agent(result, "the baseline test run timed out")
+    assert_stopped_before_the_agent(
+        result, "the baseline alone exceeds the run's budget: the repository's tests ran 2 s "
+                "and were stopped at the test timeout of 2 s")
     records = result[2]
     assert records[1]["kind"] == "baseline" and records[1]["timed_out"] is True
     assert "FAIL (timed out" in result[1]
