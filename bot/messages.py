@@ -516,6 +516,7 @@ EXIT_REASON_WORDS = {
     "max_tokens_per_turn": "the model's turn ran past the cap on tokens for one turn "
                            "without ending",
     "llm_query_error": "the model server failed or stopped answering",
+    "turn_timeout": "the model's turn ran out of time before the model ended it",
     "tool_error": "the sandbox or one of its tools failed, so the run could not go on",
     "cancelled": "the run was cancelled",
     "setup_failed": "the repository's setup command failed, so the model never started",

@@ -37,7 +37,7 @@ from solver.models.base import (
 
 ExitReason = Literal[
     "agent", "max_turns", "max_context_len", "max_tokens_per_turn",
-    "llm_query_error", "tool_error", "cancelled", "max_time",
+    "llm_query_error", "turn_timeout", "tool_error", "cancelled", "max_time",
 ]
 
 
@@ -138,9 +138,10 @@ def _count_turn(turn: Turn, state: LoopState, model_seconds: float) -> None:
 def _model_failed(exc: ModelError, state: LoopState, events: EventOutput, round_index: int,
                   model_seconds: float) -> ExitReason:
     """End the loop on a model failure; a turn cut off by its time keeps its partial
-    text (a turn record, in the transcript and on the dashboard) and its tokens."""
+    text (a turn record, in the transcript and on the dashboard) and its tokens. A turn cut
+    off by its time is `turn_timeout`: the server answered, the turn was too long."""
     reason: ExitReason = "max_context_len" if isinstance(exc, ContextOverflow) \
-        else "llm_query_error"
+        else "turn_timeout" if isinstance(exc, TurnCutOff) else "llm_query_error"
     state.last_error = str(exc)
     if isinstance(exc, TurnCutOff):
         turn = exc.partial

@@ -28,8 +28,8 @@ pytestmark = [pytest.mark.reliability,
               pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")]
 
 NAMED_EXIT_REASONS = {"tests_passed", "agent", "max_turns", "max_context_len",
-                      "max_tokens_per_turn", "llm_query_error", "tool_error", "cancelled",
-                      "max_time", "max_rounds", "setup_failed"}
+                      "max_tokens_per_turn", "llm_query_error", "turn_timeout", "tool_error",
+                      "cancelled", "max_time", "max_rounds", "setup_failed"}
 CALL = think_and_call("Let me look.", "Bash", command="ls")
 MARK = "echo ran >> RAN"  # every command that could run leaves a line
 GARBAGE: dict[str, str] = {

@@ -48,7 +48,7 @@ def _check_the_cut_off_run_page(launched: Any, url: str, tmp_path: Path) -> None
     page.wait_for_url("**/runs/*")
     summary = page.locator("#summary").inner_text()
     tokens = int(page.locator("#run-tokens").inner_text())
-    assert tokens > 50 and "llm_query_error" in summary
+    assert tokens > 50 and "turn_timeout" in summary
     assert f"the model generated {tokens:,} tokens without ending its turn" in summary
     warning = page.locator(".turn-cut-off")
     assert warning.is_visible()
@@ -63,7 +63,7 @@ def _check_the_cut_off_run_page(launched: Any, url: str, tmp_path: Path) -> None
     # A failed model run leads with its steps (issue 22 §4): the cut-off one, said so.
     steps = page.locator("#steps")
     assert steps.bounding_box()["y"] < 900, "in the first screenful"
-    assert "llm_query_error" in steps.inner_text()
+    assert "turn_timeout" in steps.inner_text()
     assert steps.locator("tbody tr").count() >= 1
     assert "did not end its turn" in steps.locator("tbody tr").first.inner_text()
     keep_screenshot(page, tmp_path / "failed-model-run.png", full_page=True)

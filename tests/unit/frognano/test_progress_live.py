@@ -82,7 +82,7 @@ def assert_explained(output: str, transcript: Path) -> None:
     """The end says what happened, in plain words, and the two lines agree; the transcript
     keeps the turn's text."""
     output = " ".join(output.split())  # a terminal's lines wrap at its width
-    tokens = re.search(r"llm_query_error after 1 steps, .*?, (\d+) tokens generated", output)
+    tokens = re.search(r"turn_timeout after 1 steps, .*?, (\d+) tokens generated", output)
     assert tokens, output[-3000:]
     count = int(tokens[1])
     assert count > 50

@@ -145,8 +145,32 @@ def test_solve_shows_a_slow_server_turn_growing_and_explains_it(serve: Any, calc
               re.findall(r"progress: thinking · step 1 · tool - · turn \d\d:\d\d, ([\d,]+) "
                          r"tokens", proc.stdout)]
     assert len(counts) >= 3 and counts == sorted(counts) and counts[-1] > counts[0], output
-    generated = re.search(r"llm_query_error after 1 steps, .*?, (\d+) tokens generated", output)
+    generated = re.search(r"turn_timeout after 1 steps, .*?, (\d+) tokens generated", output)
     assert generated, output
     assert f"the model generated {int(generated[1]):,} tokens without ending its turn" in output
     turns = [r for r in read_transcript(transcript) if r["kind"] == "turn"]
     assert turns[0]["assistant"]["content"].startswith("<that><that>")
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not installed")
+def test_a_turn_past_its_own_time_limit_ends_the_run_as_turn_timeout(serve: Any,
+                                                                      tmp_path: Path) -> None:
+    """A server that answers but never ends its turn, under a 1 s turn limit and an hour's
+    run: the run ends as `turn_timeout`, not `llm_query_error` (the server did not fail),
+    and its headline says the turn ran out of time (issue 33 §3)."""
+    from bot.messages import EXIT_REASON_WORDS
+    from solver.agent.harness import Limits, solve
+    from solver.agent.transcript import Transcript
+    from tests.support.sandbox_support import host_repo, running_sandbox
+
+    server = serve([chunk({"content": "<that>"}) for _ in range(2000)], pause=0.01)
+    path = tmp_path / "t.jsonl"
+    with running_sandbox("bubblewrap") as sandbox, Transcript(path) as transcript:
+        result = solve(OpenAICompatClient(server.url, timeout=30), sandbox, "Fix it.",
+                       "test -f FIXED", transcript, repo=host_repo(sandbox),
+                       limits=Limits(turn_timeout=1.0, max_rounds=1, max_seconds=3600))
+    assert result.exit_reason == "turn_timeout", result
+    assert "the turn's time ran out after" in result.error
+    assert read_transcript(path)[-1]["exit_reason"] == "turn_timeout"
+    assert EXIT_REASON_WORDS["turn_timeout"] == ("the model's turn ran out of time before "
+                                                 "the model ended it")
