@@ -492,20 +492,25 @@ _TRACE_MAX_FILES = 200
 _TRACE_MAX_TOTAL = 300_000  # lines over every test: the report stays far below its bound
 
 
-def _trace_wanted() -> frozenset[str]:
-    """The test ids the host asks to trace, read before any repository code runs."""
+def _request(name: str, most: int) -> frozenset[str]:
+    """The strings of a request file the host put beside the report (at most `most`),
+    read before any repository code runs; empty when there is none."""
     target = os.environ.get(_ENV)
     if not target:
         return frozenset()
     try:
-        with open(os.path.join(os.path.dirname(target), _TRACE_REQUEST),
-                  encoding="utf-8") as handle:
+        with open(os.path.join(os.path.dirname(target), name), encoding="utf-8") as handle:
             wanted = json.loads(handle.read(8 * 1024 * 1024))
     except (OSError, ValueError):
         return frozenset()
     if not isinstance(wanted, list):
         return frozenset()
-    return frozenset(t for t in wanted[:_TRACE_MAX_TESTS] if isinstance(t, str))
+    return frozenset(t for t in wanted[:most] if isinstance(t, str))
+
+
+def _trace_wanted() -> frozenset[str]:
+    """The test ids the host asks to trace."""
+    return _request(_TRACE_REQUEST, _TRACE_MAX_TESTS)
 
 
 class _Tracer:
@@ -639,20 +644,9 @@ _PASSES_MAX = 2_000
 
 
 def _select_wanted() -> frozenset[str]:
-    """The test files the host asks a fast round to run (relative paths), read before any
-    repository code runs; empty: the whole suite, as always."""
-    target = os.environ.get(_ENV)
-    if not target:
-        return frozenset()
-    try:
-        with open(os.path.join(os.path.dirname(target), _SELECT_REQUEST),
-                  encoding="utf-8") as handle:
-            wanted = json.loads(handle.read(8 * 1024 * 1024))
-    except (OSError, ValueError):
-        return frozenset()
-    if not isinstance(wanted, list):
-        return frozenset()
-    return frozenset(f for f in wanted[:_SELECT_MAX_FILES] if isinstance(f, str))
+    """The test files the host asks a fast round to run (relative paths); empty: the
+    whole suite, as always."""
+    return _request(_SELECT_REQUEST, _SELECT_MAX_FILES)
 
 
 def _ancestors(files: frozenset[str]) -> frozenset[str]:
