@@ -21,7 +21,7 @@ import sys
 import traceback
 from typing import Any
 
-from frognano_unittest_report import JUnitResult, junit_xml
+from frognano_unittest_report import JUnitResult, guarded, junit_xml
 
 
 def _reporting_runner(runner: type, report: str) -> type:
@@ -41,7 +41,7 @@ def _reporting_runner(runner: type, report: str) -> type:
             result = super().run_suite(suite, **kwargs)
             outcomes = getattr(result, "outcomes", None)
             if isinstance(outcomes, dict):
-                _write(report, junit_xml(outcomes))
+                _write(report, junit_xml(guarded(outcomes, result)))
             return result
 
     Reporting.__name__ = Reporting.__qualname__ = runner.__name__
