@@ -416,7 +416,7 @@ def _copy_writes(workspace: Path, written: list[str], dest: Path) -> list[str]:
         for path in written:
             parts = path.split("/")
             try:
-                parent = _walk_dirs(root, parts[:-1], create=False)
+                parent = walk_dirs(root, parts[:-1], create=False)
             except OSError:
                 left_out.append(path)
                 continue
@@ -455,7 +455,7 @@ def _copy_file(parent: int, name: str, target: Path) -> None:
         os.close(fd)
 
 
-def _walk_dirs(root: int, parts: list[str], *, create: bool,
+def walk_dirs(root: int, parts: list[str], *, create: bool,
                owner: tuple[int, int] | None = None) -> int:
     """A descriptor of root/parts..., each level opened with O_NOFOLLOW (a link there is
     an error, never followed); `create` makes the missing levels (given to `owner`)."""
@@ -525,10 +525,10 @@ def _write_into(files: Path, workspace: Path, owner: tuple[int, int] | None) -> 
     try:
         for path, info in walk_tree(files, max_entries=10_000_000, max_seconds=600.0):
             parts = path.split("/")
-            parent = _walk_dirs(root, parts[:-1], create=True, owner=owner)
+            parent = walk_dirs(root, parts[:-1], create=True, owner=owner)
             try:
                 if stat.S_ISDIR(info.st_mode):
-                    os.close(_walk_dirs(parent, parts[-1:], create=True, owner=owner))
+                    os.close(walk_dirs(parent, parts[-1:], create=True, owner=owner))
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(parts[-1], dir_fd=parent)

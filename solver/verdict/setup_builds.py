@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandbox.trees import TreeTooLarge, remove_tree, walk_tree
+from solver.setup.venv_cache import walk_dirs
 from solver.verdict.change_flags import MAX_FLAGS, ChangeFlag, Reader
 
 # A shared object by its name (`_speedups.cpython-311-x86_64-linux-gnu.so`, `.abi3.so`,
@@ -163,7 +164,7 @@ def _copy_in(root: int, path: str, target: Path, room: int,
     file. OSError when it cannot be read, is over the `room` left in the bytes' bound, or
     one `more` file is over the bound of files."""
     parts = path.split("/")
-    parent = _open_dirs(root, parts[:-1])
+    parent = walk_dirs(root, parts[:-1], create=False)
     try:
         fd = os.open(parts[-1], _READ, dir_fd=parent)
     finally:
@@ -209,7 +210,7 @@ def _place_one(source: Path, root: int, built: BuiltFile) -> None:
     """The stored copy of `built` written at its path under `root`, streamed and hashed;
     removed again when it is not the file recorded."""
     parts = built.path.split("/")
-    parent = _open_dirs(root, parts[:-1])
+    parent = walk_dirs(root, parts[:-1], create=False)
     try:
         src = os.open(source, _READ)
         try:
@@ -229,22 +230,6 @@ def _place_one(source: Path, root: int, built: BuiltFile) -> None:
             os.close(src)
     finally:
         os.close(parent)
-
-
-def _open_dirs(root: int, parts: list[str]) -> int:
-    """A descriptor of root/parts..., each level opened with O_NOFOLLOW: a link on the way
-    is an error, never followed."""
-    fd = os.dup(root)
-    for part in parts:
-        if part in ("", ".", ".."):
-            os.close(fd)
-            raise ValueError(f"a path with {part!r} in it")
-        try:
-            child = os.open(part, _DIR, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = child
-    return fd
 
 
 def stale_build_flags(paths: Iterable[str], read_base: Reader, read_candidate: Reader,
