@@ -627,3 +627,15 @@ def failing_tests(baseline: TestVerdict) -> list[str]:
     """The tests that failed before the change, whose literals a fix has no reason to
     special-case."""
     return sorted(t for t, s in baseline.tests.items() if s in ("failed", "error"))
+
+
+def exit_only_refusal(flags: Iterable[ChangeFlag], mode: str) -> str | None:
+    """A verdict from the exit code alone cannot tell a fix from code that ends the run
+    with status 0 before its checks (a README's test script, issue 29): an exit or exit
+    hook the change adds to code under test refuses it; None otherwise."""
+    exits = [flag for flag in flags if flag.kind == "exit-hook"]
+    if mode != "exit code" or not exits:
+        return None
+    return ("verdict from the exit code only, and the change adds an exit to code under "
+            "test (" + "; ".join(f"{f.path}, line {f.line}: {f.what}" for f in exits[:3])
+            + "): a run it ends with status 0 shows nothing was fixed")

@@ -30,7 +30,7 @@ from sandbox.trees import TreeTooLarge, copy_tree, remove_tree, walk_tree
 from solver.hostgit import HostRepo, Snapshot, run_git
 from solver.policy import source_text_refusals
 from solver.verdict import huge_suite
-from solver.verdict.change_flags import failing_tests, scan_change
+from solver.verdict.change_flags import exit_only_refusal, failing_tests, scan_change
 from solver.verdict.evidence import changed_test_functions, changed_tests, names_added
 from solver.verdict.huge_suite import Selection, write_select_request
 from solver.verdict.junit_report import (
@@ -268,6 +268,9 @@ class VerdictRunner:
                                          self._reader(snapshot), failing_tests(baseline))
         verdict.read_first += stale_build_flags(snapshot.paths, self.repo.read_base,
                                                 self._reader(snapshot), self.builds.files)
+        exit_only = exit_only_refusal(verdict.read_first, verdict.mode)
+        if exit_only and verdict.accepted:
+            verdict.accepted, verdict.reasons = False, [*verdict.reasons, exit_only]
         check_outside_pytest(self, verdict_tree, baseline, final, verdict, timeout)
         return Judgement(verdict, final, with_model_tests, snapshot, plan, reruns)
 
