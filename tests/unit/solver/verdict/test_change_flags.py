@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from bot.messages import ReadFirst, RunReport, pr_body
-from solver.verdict.change_flags import added_findings, failing_tests, scan_change
+from solver.verdict.change_flags import (
+    ChangeFlag,
+    added_findings,
+    exit_only_refusal,
+    failing_tests,
+    scan_change,
+)
 from solver.verdict.repo_tests import TestVerdict
 
 TEST_FILE = "tests/test_words.py"
@@ -192,3 +198,14 @@ def test_pr_body_points_to_read_this_first_and_escapes_the_code() -> None:
     assert "\\<b>" in section and "<b>" not in section.replace("\\<b>", ""), "no raw HTML"
     plain = pr_body(RunReport(**{**report.__dict__, "read_first": []}))
     assert "Read this first" not in plain
+
+
+def test_an_added_exit_refuses_only_a_verdict_from_the_exit_code() -> None:
+    """Issue 29: a README's test script judged by its exit status, and a package that
+    calls sys.exit(0) on import: the status shows nothing then; per test it is a flag."""
+    exits = [ChangeFlag("pkg/__init__.py", 3, "exit-hook", "calls `sys.exit`")]
+    refusal = exit_only_refusal(exits, "exit code")
+    assert refusal is not None and "pkg/__init__.py, line 3: calls `sys.exit`" in refusal
+    assert exit_only_refusal(exits, "per-test") is None
+    assert exit_only_refusal([ChangeFlag("pkg/a.py", 1, "clock", "reads the clock")],
+                             "exit code") is None

@@ -147,6 +147,34 @@ def test_reporter_writes_per_test_junit(tmp_path: Path) -> None:
         "tests/test_a.py::T::test_skip": "skipped", "tests/test_broken.py": "error"}
 
 
+def test_reporter_reports_errors_when_unittest_machinery_is_replaced(tmp_path: Path) -> None:
+    """Code under test that wraps TestCase.run so a failure is added as a success (issue
+    29): every test is reported an error, however the names were spelt."""
+    import subprocess
+    import sys
+
+    from solver.verdict.junit_report import parse_junit
+    from solver.verdict.verdict_run import GUARD_DIR
+
+    _files(tmp_path, {"lib.py": (
+        "import unittest as u\n_c, _n = getattr(u, 'Test' + 'Case'), 'r' + 'un'\n"
+        "_run = getattr(_c, _n)\n\ndef _quiet(self, result=None):\n"
+        "    if result is not None:\n        good = getattr(result, 'add' + 'Success')\n"
+        "        setattr(result, 'add' + 'Failure', lambda t, e: good(t))\n"
+        "    return _run(self, result)\n\nsetattr(_c, _n, _quiet)\n"),
+        "tests/__init__.py": "", "tests/test_a.py": (
+            "import unittest\n\nimport lib\n\nclass T(unittest.TestCase):\n"
+            "    def test_bad(self):\n        self.assertEqual(1, 2)\n")})
+    report = tmp_path / "report.xml"
+    proc = subprocess.run([sys.executable, "-m", "frognano_unittest_report",
+                           f"--junitxml={report}", "discover", "-s", "tests", "-t", "."],
+                          cwd=tmp_path, env={"PYTHONPATH": f"{GUARD_DIR}:{tmp_path}"},
+                          capture_output=True, text=True, timeout=60)
+    assert "result machinery was replaced during the run (TestCase.run, " \
+           "result.addFailure)" in proc.stderr, proc.stderr
+    assert parse_junit(report.read_bytes()) == {"tests/test_a.py::T::test_bad": "error"}
+
+
 @pytest.mark.parametrize("module", [
     "testsuite/test_all.py",  # pycodestyle
     "testing/test_iniconfig.py",  # iniconfig, pluggy (without their configuration)
