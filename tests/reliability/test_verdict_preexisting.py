@@ -243,6 +243,23 @@ def test_do_nothing_change_is_refused(change: str, scorecard: Recorder) -> None:
     record.observed = {"verdict": "refused", "reasons": reasons[0][:120]}
 
 
+def test_no_change_at_all_is_refused_for_one_reason(scorecard: Recorder) -> None:
+    """The model only answers: refused for want of evidence, the one reason naming both
+    tests failing before and after, not again as "still fails" (issue 33 §3)."""
+    record = _record(scorecard, "do-nothing-no-change", "no change at all",
+                     "refused once: no evidence the change does anything, naming the tests "
+                     "failing before and after, and no second \"still fails\"")
+    with tzclock() as project:
+        result = run(project, [final_answer("Fixed.")])
+    verdict = result.verdict
+    assert verdict is not None and not verdict.accepted, result.error
+    assert result.diff == "" and verdict.preexisting == [BUG, TZDATA]
+    assert len(verdict.reasons) == 1, verdict.reasons
+    assert verdict.reasons[0].startswith("no evidence the change does anything")
+    assert verdict.reasons[0].endswith(f"failing before and after: {BUG}, {TZDATA}")
+    record.observed = {"verdict": "refused", "reasons": verdict.reasons[0][:120]}
+
+
 def test_flaky_test_is_never_blamed(scorecard: Recorder) -> None:
     record = _record(scorecard, "flaky-not-blamed", "a flaky test fails after the fix",
                      "the service test passes in the first baseline run and fails in the "
