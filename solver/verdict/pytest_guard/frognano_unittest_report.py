@@ -123,7 +123,7 @@ def replaced(result: Any) -> list[str]:
     found = [f"{owner.__name__}.{name}" for (owner, name), kept in _KEPT.items()
              if owner.__dict__.get(name) is not kept]
     own = getattr(result, "__dict__", {})
-    return found + [f"result.{name}" for name in _RESULT_METHODS if name in own]
+    return found + [f"result.{name}" for name in (*_RESULT_METHODS, "_note") if name in own]
 
 
 def guarded(outcomes: dict[str, tuple[str, str, str, str]], result: Any
