@@ -328,14 +328,10 @@ def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
     return []
 
 
-def _said_already(no_evidence: list[str], verdict: Verdict, reruns: Reruns, plan: TreePlan
-                  ) -> frozenset[str]:
-    """A change that edits nothing is refused for want of evidence, a reason that names the
-    tests failing before and after: they are not refused a second time as still failing
-    (issue 33 §3). A change that edits something keeps both: its tests are still listed."""
-    if not no_evidence or reruns.edited or plan.model_tests:
-        return frozenset()
-    return frozenset(verdict.preexisting or verdict.flaky)
+def _edits_nothing(reruns: Reruns, plan: TreePlan) -> bool:
+    """Whether the change edits no file, code or test: then the tests still failing say
+    all there is, and "no evidence the change does anything" would say it twice."""
+    return not reruns.edited and not plan.model_tests
 
 
 def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
@@ -362,17 +358,17 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
     excused = (excuse(baseline, reruns.second, final, reruns.touched)
                if reruns.second is not None else Excused({}, {}))
     excused = excused.lint_only() if no_evidence else excused
-    shown = excused.tests | _said_already(no_evidence, verdict, reruns, plan)
-    run_reasons, mode_notes, verdict.mode = _original_tests(baseline, final, shown)
+    run_reasons, mode_notes, verdict.mode = _original_tests(baseline, final, excused.tests)
     notes += mode_notes
     # Failing with the baseline's own exit status, for the excused failures only.
-    excused_exit = any(final.tests.get(t) in BAD for t in shown) \
-        and final.exit_code == baseline.exit_code
+    excused_exit = excused.failing(final) and final.exit_code == baseline.exit_code
     if not run_reasons and not final.timed_out and final.exit_code != 0 and not excused_exit:
         run_reasons.append(f"the test run failed with exit code {final.exit_code}")
     checked, flags = _run_checks(baseline, final, "test run")
     checked += _doctest_examples(baseline, final)  # the model's own examples run apart
-    # Tampering first, then the missing evidence: the per-test list can be long.
+    # Tampering first, then the missing evidence: the per-test list can be long. A change
+    # that edits nothing is refused once, by its failing tests (issue 33 §3).
+    no_evidence = [] if run_reasons and _edits_nothing(reruns, plan) else no_evidence
     reasons += checked + no_evidence + run_reasons
     flags = [*plan.flags, *flags]
     if with_model_tests is not None:
