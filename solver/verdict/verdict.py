@@ -203,6 +203,8 @@ class Reruns:
     # The paths of code (not tests) the change edits: a lint item failing before and after
     # on one of them is flagged (lint_items.py).
     edited: tuple[str, ...] = ()
+    # The change edits no file at all: its tests still failing are the whole refusal.
+    nothing_edited: bool = False
 
 
 @dataclass(frozen=True)
@@ -328,12 +330,6 @@ def _excused_part(baseline: TestVerdict, final: TestVerdict, reruns: Reruns,
     return []
 
 
-def _edits_nothing(reruns: Reruns, plan: TreePlan) -> bool:
-    """Whether the change edits no file, code or test: then the tests still failing say
-    all there is, and "no evidence the change does anything" would say it twice."""
-    return not reruns.edited and not plan.model_tests
-
-
 def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
            with_model_tests: TestVerdict | None = None,
            reruns: Reruns | None = None) -> Verdict:
@@ -368,7 +364,7 @@ def decide(baseline: TestVerdict, final: TestVerdict, plan: TreePlan,
     checked += _doctest_examples(baseline, final)  # the model's own examples run apart
     # Tampering first, then the missing evidence: the per-test list can be long. A change
     # that edits nothing is refused once, by its failing tests (issue 33 §3).
-    no_evidence = [] if run_reasons and _edits_nothing(reruns, plan) else no_evidence
+    no_evidence = [] if run_reasons and reruns.nothing_edited else no_evidence
     reasons += checked + no_evidence + run_reasons
     flags = [*plan.flags, *flags]
     if with_model_tests is not None:

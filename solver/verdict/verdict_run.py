@@ -342,10 +342,12 @@ class VerdictRunner:
         edited = tuple(p for p in snapshot.paths if not is_test_path(p)
                        and not is_test_config(p))  # lint items on them are flagged
         if not passing:
-            return Reruns(second, None, new_names, changed, edited=edited)
+            return Reruns(second, None, new_names, changed, edited=edited,
+                          nothing_edited=not snapshot.paths)
         tree = self.model_tests_tree(snapshot, plan, on_base=True)
         on_base = self.run(tree, "model-tests-on-base", timeout, keep_going=True)
-        return Reruns(second, on_base, new_names, changed, edited=edited)
+        return Reruns(second, on_base, new_names, changed, edited=edited,
+                      nothing_edited=not snapshot.paths)
 
     def names_added(self, snapshot: Snapshot) -> frozenset[str]:
         """The names the change's non-test Python code defines that the base's does not."""
