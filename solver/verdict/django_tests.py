@@ -20,11 +20,10 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from solver.setup.project_files import pytest_config, tree_reader
+from solver.setup.project_files import WRAPPERS, pytest_config, tree_reader, wrapper_options
 
 DJANGO_REPORTER = "frognano_django_report"
 SCRIPTS = ("runtests.py", "tests/runtests.py")  # read when no project file runs one
-_WRAPPERS = ("uv", "poetry", "pdm", "pipenv", "hatch", "rye")
 # coverage run's options that take a separate value (`--source django_filters`).
 _COVERAGE_VALUED = {"--source", "--rcfile", "--include", "--omit", "--context",
                     "--data-file", "--concurrency"}
@@ -62,8 +61,8 @@ def _unwrap(words: Sequence[str]) -> tuple[list[str], str]:
             rest = rest[1:]
         elif head in ("xvfb-run", "time", "exec", "env"):
             rest = rest[1:]
-        elif head in _WRAPPERS and rest[1:2] == ["run"]:
-            rest = rest[2:]
+        elif head in WRAPPERS and rest[1:2] == [WRAPPERS[head]]:
+            rest = wrapper_options(rest[2:])[1]  # `uv run --all-extras python runtests.py`
         elif head == "coverage" and rest[1:2] == ["run"]:
             rest = _past_options(rest[2:], _COVERAGE_VALUED)
         elif re.match(r"^(python[\d.]*|py)$", head):

@@ -65,6 +65,9 @@ def _files(root: Path, files: dict[str, str]) -> None:
     ({"tox.ini": "[testenv]\ncommands = coverage run -m django test -v2 "
                  "--settings=tests.settings\n"},
      ("tox.ini [testenv]", "python3 -m django test -v2 --settings=tests.settings")),
+    # A wrapper's own options before the runner (`uv run --all-extras`, `--extra x`).
+    ({"Makefile": "test:\n\tuv run --extra test --all-extras python runtests.py\n",
+      "runtests.py": RUNTESTS}, ("Makefile", "python3 runtests.py")),
     ({"Makefile": "test:\n\tDJANGO_SETTINGS_MODULE=tests.settings django-admin test\n"},
      ("Makefile", "python3 -m django test --settings=tests.settings")),
     ({".github/workflows/ci.yml": "jobs:\n  t:\n    steps:\n      - run: python manage.py "
